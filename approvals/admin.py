@@ -1,0 +1,1 @@
+"""Admin registrations of this app (none yet: it has no models)."""

@@ -1,0 +1,75 @@
+"""Read typed settings from the environment; a bad value names its variable.
+
+An empty variable counts as unset, so ``FOO=`` in a shell or a compose file
+falls back to the default instead of failing on an empty string.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+__all__ = ["env_bool", "env_int", "env_list", "env_secret", "env_str"]
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def env_str(name: str, *, default: str | None = None) -> str | None:
+    """The variable's value, or ``default`` when it is unset or empty."""
+    value = os.environ.get(name, "")
+    return value if value != "" else default
+
+
+def env_bool(name: str, *, default: bool) -> bool:
+    """A yes/no variable: 1/0, true/false, yes/no, on/off in any case."""
+    value = env_str(name)
+    if value is None:
+        return default
+    normalized = value.strip().lower()
+    if normalized in _TRUE:
+        return True
+    if normalized in _FALSE:
+        return False
+    raise ImproperlyConfigured(
+        f"{name} must be one of 1/0, true/false, yes/no, on/off; got {value!r}."
+    )
+
+
+def env_int(name: str, *, default: int, minimum: int | None = None) -> int:
+    """A whole-number variable, at least ``minimum`` when one is given."""
+    value = env_str(name)
+    if value is None:
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"{name} must be an integer; got {value!r}."
+        ) from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}; got {number}.")
+    return number
+
+
+def env_list(name: str, *, default: list[str]) -> list[str]:
+    """A comma-separated variable, blanks around and between items dropped."""
+    value = env_str(name)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_secret(name: str, *, dev_default: str | None) -> str:
+    """A secret that must be set unless a development default is allowed.
+
+    Pass ``dev_default=None`` outside DEBUG so a forgotten secret stops start-up
+    instead of silently signing with a publicly known key.
+    """
+    value = env_str(name)
+    if value is not None:
+        return value
+    if dev_default is None:
+        raise ImproperlyConfigured(f"{name} must be set when DEBUG is off.")
+    return dev_default

@@ -1,0 +1,205 @@
+"""Deuz settings: embedded defaults for development, the environment for production.
+
+Every value that differs between machines comes from an environment variable
+(see README.md); a missing or malformed one raises ImproperlyConfigured that
+names it, so a misconfigured process refuses to start instead of half-working.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from deuz_project.env import env_bool, env_int, env_list, env_secret, env_str
+
+# Repository root: manage.py, templates/, the default SQLite file live here.
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# DEBUG defaults to on so `./scripts/dev` works on a fresh machine; production sets DEBUG=0.
+DEBUG = env_bool("DEBUG", default=True)
+
+# Signs sessions and CSRF tokens; only DEBUG may fall back to this publicly known key.
+SECRET_KEY = env_secret(
+    "DJANGO_SECRET_KEY",
+    dev_default="django-insecure-deuz-development-key-never-use-in-production" if DEBUG else None,
+)
+
+# Signs approval tokens (one key per purpose, so it is never SECRET_KEY); required outside DEBUG.
+DEUZ_APPROVAL_SECRET = env_secret(
+    "DEUZ_APPROVAL_SECRET",
+    dev_default="insecure-deuz-development-approval-secret" if DEBUG else None,
+)
+
+# Host names this site answers to; the test runner adds "testserver" itself.
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+# How long a worker's claim on a run lasts before another worker may take it over.
+DEUZ_LEASE_SECONDS = env_int("DEUZ_LEASE_SECONDS", default=15, minimum=1)
+
+# How long an approval request stays decidable after it is issued.
+DEUZ_APPROVAL_MAX_AGE_SECONDS = env_int("DEUZ_APPROVAL_MAX_AGE_SECONDS", default=86400, minimum=1)
+
+# The demo agents' pause between text deltas, so streaming is visible in a browser.
+DEUZ_DEMO_DELAY_MS = env_int("DEUZ_DEMO_DELAY_MS", default=20, minimum=0)
+
+# daphne comes first so its runserver (ASGI, WebSockets) replaces Django's WSGI one.
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "runs.apps.RunsConfig",
+    "approvals.apps.ApprovalsConfig",
+]
+
+# WhiteNoise sits right after SecurityMiddleware: daphne serves no static files itself.
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+# HTTP routes.
+ROOT_URLCONF = "deuz_project.urls"
+
+# Project templates (base.html, home.html) live in BASE_DIR/templates; apps keep their own.
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# daphne and `manage.py serve` load this; WSGI is kept only for tools that need it.
+ASGI_APPLICATION = "deuz_project.asgi.application"
+WSGI_APPLICATION = "deuz_project.wsgi.application"
+
+
+def _database_from_url(url: str) -> dict:
+    """One DATABASES entry from a dj-database-url URL, tuned for concurrent writers."""
+    try:
+        # Health checks let a long-lived worker survive a PostgreSQL restart.
+        config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {error}") from None
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        options = config.setdefault("OPTIONS", {})
+        # Workers and the server write the same file: wait for a lock instead of
+        # failing at once, and take the write lock at BEGIN so two transactions
+        # never deadlock upgrading read locks. WAL lets readers run beside a writer.
+        options.setdefault("timeout", 20)
+        options.setdefault("transaction_mode", "IMMEDIATE")
+        options.setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+    return config
+
+
+# DATABASE_URL (any URL dj-database-url reads); an SQLite file in the repository by default.
+DATABASES = {
+    "default": _database_from_url(
+        env_str("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+    ),
+}
+
+# Primary keys of new models are 64-bit.
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# REDIS_URL shares Channels groups across processes; without it, one process's memory only.
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        },
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Password rules for accounts created in the admin or with createsuperuser.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# Browser logins go through the admin's login page until the console has its own.
+LOGIN_URL = "admin:login"
+
+# English UI; timestamps stored and compared in UTC.
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# Static files are collected into STATIC_ROOT (`manage.py serve` does it) and served by WhiteNoise.
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# Compressed copies without a manifest, so templates render before collectstatic has run (tests).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# Every endpoint needs a user: a session for browsers, `Authorization: Token KEY` for clients.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+# The OpenAPI document at /api/schema/; Swagger UI assets come from the sidecar app, so docs work offline.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Deuz API",
+    "DESCRIPTION": "Start, follow and approve durable agent runs.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Everything to the console (the process manager keeps it); the `deuz` logger at INFO.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        "deuz": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
+}

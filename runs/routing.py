@@ -1,0 +1,3 @@
+"""WebSocket routes served by Channels (deuz_project.asgi mounts them)."""
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,103 @@
+"""Approval requests and verdicts: minting, signing, and settling a verdict with its token checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .deps import Deps
+from .types import ToolApprovalRequest
+
+__all__ = [
+    "APPROVAL_TOKEN_DENIAL_REASON",
+    "DENIED_BY_DEFAULT_REASON",
+    "DENIED_REASON",
+    "Verdict",
+    "mint_request",
+    "settle_verdict",
+]
+
+APPROVAL_TOKEN_DENIAL_REASON = "Approval token missing, invalid, expired, or bound to another run."
+DENIED_REASON = "The tool call was denied."
+DENIED_BY_DEFAULT_REASON = "No verdict was given for this tool call; it was denied by default."
+
+
+@dataclass(frozen=True)
+class Verdict:
+    approved: bool
+    reason: str | None = None
+
+
+def mint_request(
+    *,
+    call: Mapping[str, Any],
+    agent_path: tuple[str, ...],
+    deps: Deps,
+    signer: Any,
+    binding_run_id: str | None,
+) -> ToolApprovalRequest:
+    """A new approval request for a gated call, signed when a signer is given (best effort)."""
+    request: ToolApprovalRequest = {
+        "approval_id": deps.generate_id(),
+        "tool_call_id": call["tool_call_id"],
+        "tool_name": call["tool_name"],
+        "input": call["input"],
+    }
+    if agent_path:
+        request["agent_path"] = list(agent_path)
+    if signer is not None:
+        try:
+            request["token"] = signer.sign(request, run_id=binding_run_id)
+        except Exception as exc:  # signing must never kill a run; unsigned requests are denied on resume
+            deps.logger.error(
+                "Signing approval %s for tool %s failed (%s); the request goes out unsigned and will be denied.",
+                request["approval_id"],
+                request["tool_name"],
+                type(exc).__name__,
+            )
+    return request
+
+
+def find_response(
+    responses: Iterable[Mapping[str, Any]], *, approval_id: str | None, tool_call_id: str
+) -> Mapping[str, Any] | None:
+    """The verdict for a call: by ``approval_id`` when the request is known, else by ``tool_call_id``."""
+    for response in responses:
+        if approval_id is not None and response.get("approval_id") == approval_id:
+            return response
+    if approval_id is None:
+        for response in responses:
+            if response.get("tool_call_id") == tool_call_id:
+                return response
+    return None
+
+
+def settle_verdict(
+    response: Mapping[str, Any] | None,
+    *,
+    approval_id: str | None,
+    tool_call_id: str,
+    signer: Any,
+    max_age_ms: int | None,
+    binding_run_id: str | None,
+) -> Verdict:
+    """Approved only if the response approves and, with a signer, its token passes the four checks."""
+    if response is None:
+        return Verdict(False, DENIED_BY_DEFAULT_REASON)
+    if response.get("approved") is not True:
+        reason = response.get("reason")
+        return Verdict(False, reason if isinstance(reason, str) and reason else DENIED_REASON)
+    if signer is None:
+        return Verdict(True)
+    payload = signer.verify(response.get("token"), max_age_ms=max_age_ms)
+    if payload is None:
+        return Verdict(False, APPROVAL_TOKEN_DENIAL_REASON)
+    if approval_id is not None and payload.get("approval_id") != approval_id:
+        return Verdict(False, APPROVAL_TOKEN_DENIAL_REASON)
+    if payload.get("tool_call_id") != tool_call_id:
+        return Verdict(False, APPROVAL_TOKEN_DENIAL_REASON)
+    token_run_id = payload.get("run_id")
+    if binding_run_id is not None and token_run_id is not None and token_run_id != binding_run_id:
+        return Verdict(False, APPROVAL_TOKEN_DENIAL_REASON)
+    return Verdict(True)

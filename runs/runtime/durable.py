@@ -1,0 +1,37 @@
+"""Durability: checkpoints, stores, the codec, resuming, and signed approvals."""
+
+from __future__ import annotations
+
+from .approvals import APPROVAL_TOKEN_DENIAL_REASON
+from .codec import deserialize_checkpoint, serialize_checkpoint
+from .engine import DurableSession
+from .errors import CheckpointCorruptError, CheckpointNotFoundError, OwnershipLostError, StoreUnavailableError
+from .loops import load_checkpoint
+from .resume import resume_from_checkpoint, resume_stream_from_checkpoint
+from .signer import ApprovalSigner, create_approval_signer
+from .stores import InMemorySessionStore, SessionStore, create_in_memory_session_store
+from .subagents import child_run_id
+from .types import AgentCheckpoint, ToolApprovalRequest, ToolApprovalResponse
+
+__all__ = [
+    "APPROVAL_TOKEN_DENIAL_REASON",
+    "AgentCheckpoint",
+    "ApprovalSigner",
+    "CheckpointCorruptError",
+    "CheckpointNotFoundError",
+    "DurableSession",
+    "InMemorySessionStore",
+    "OwnershipLostError",
+    "SessionStore",
+    "StoreUnavailableError",
+    "ToolApprovalRequest",
+    "ToolApprovalResponse",
+    "child_run_id",
+    "create_approval_signer",
+    "create_in_memory_session_store",
+    "deserialize_checkpoint",
+    "load_checkpoint",
+    "resume_from_checkpoint",
+    "resume_stream_from_checkpoint",
+    "serialize_checkpoint",
+]

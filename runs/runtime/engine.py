@@ -1,0 +1,634 @@
+"""The step engine: the one agent loop behind generate_text, stream_chat and both resumes.
+
+A leg runs steps (model call, then tool calls) and reports everything as stream parts through
+``emit``. Durable legs save a checkpoint at every step boundary, and also right after the model
+decides to call tools, so a crash in the tool phase never asks the model again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .approvals import DENIED_BY_DEFAULT_REASON, DENIED_REASON, find_response, mint_request, settle_verdict
+from .codec import CHECKPOINT_VERSION
+from .deps import Deps
+from .errors import OwnershipLostError, StoreUnavailableError
+from .redact import redact
+from .results import GenerateTextResult, StepResult
+from .stop import StopContext
+from .stores import SessionStore, resolve
+from .tools import Tool, ToolContext, normalize_tools
+from .types import CLIENT_TOOL_NO_RESULT, AgentCheckpoint, Message, StreamPart, ToolApprovalRequest, Usage
+from .usage import add_usage, empty_usage, normalize_usage
+
+__all__ = ["CallOptions", "DurableSession", "LegStart", "SubAgentSuspended", "run_leg"]
+
+Emit = Callable[[StreamPart], None]
+
+
+@dataclass(frozen=True)
+class DurableSession:
+    """``session=`` for durable calls: the store and the run id (minted when None)."""
+
+    store: SessionStore
+    run_id: str | None = None
+
+
+@dataclass(kw_only=True)
+class CallOptions:
+    """Every option a call takes; resumes take all but ``messages`` and ``session``."""
+
+    model: Any
+    messages: list[Message] = field(default_factory=list)
+    tools: Any = None
+    max_steps: int = 1
+    system: str | None = None
+    session: DurableSession | Mapping[str, Any] | None = None
+    approval_responses: Iterable[Mapping[str, Any]] | None = None
+    approve_tool_call: Callable[[ToolApprovalRequest], Any] | None = None
+    approval_signer: Any = None
+    approval_max_age_ms: int | None = None
+    stop_when: Any = None
+    prepare_step: Callable[[PrepareStepContext], Any] | None = None
+    max_tool_concurrency: int | None = None
+    signal: asyncio.Event | None = None
+    deps: Deps | None = None
+    # Internal: set for sub-agents. The path of agent names, and the root run a token binds.
+    agent_path: tuple[str, ...] = ()
+    binding_run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or self.max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {self.max_steps!r}.")
+        if self.max_tool_concurrency is not None and self.max_tool_concurrency < 1:
+            raise ValueError("max_tool_concurrency must be at least 1.")
+        if not hasattr(self.model, "stream"):
+            raise TypeError("model must have an async stream(request) method.")
+        self.session = _as_session(self.session)
+        self.deps = self.deps or Deps()
+
+
+def _as_session(session: Any) -> DurableSession | None:
+    if session is None or isinstance(session, DurableSession):
+        return session
+    if isinstance(session, Mapping):
+        return DurableSession(store=session["store"], run_id=session.get("run_id"))
+    raise TypeError("session must be a DurableSession or a dict with 'store' and optional 'run_id'.")
+
+
+@dataclass(frozen=True)
+class PrepareStepContext:
+    step_index: int
+    messages: list[Message]
+    usage: Usage  # cumulative, whole run
+    agent_path: tuple[str, ...]
+    model: Any
+    tools: dict[str, Tool]
+    system: str | None
+
+
+@dataclass(frozen=True)
+class LegStart:
+    """Where a leg begins: fresh from messages, or from a loaded checkpoint."""
+
+    messages: list[Message]
+    next_step_index: int = 0
+    usage: Usage = field(default_factory=empty_usage)
+    checkpoint: AgentCheckpoint | None = None
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: AgentCheckpoint) -> LegStart:
+        """Continue after the checkpoint's step, with its history and its cumulative usage."""
+        return cls(
+            messages=list(checkpoint["messages"]),
+            next_step_index=checkpoint["step_index"] + 1,
+            usage=dict(checkpoint["usage"]),  # type: ignore[arg-type]
+            checkpoint=checkpoint,
+        )
+
+
+class SubAgentSuspended(Exception):
+    """Raised out of a sub-agent tool whose durable child loop suspended on approvals or a client tool."""
+
+    def __init__(self, pending: list[ToolApprovalRequest], usage: Usage) -> None:
+        super().__init__("sub-agent suspended")
+        self.pending = pending
+        self.usage = usage
+
+
+@dataclass
+class _Outcome:
+    """One tool call's fate in a tool phase."""
+
+    call: dict[str, Any]
+    result: dict[str, Any] | None = None  # the tool_result part
+    pending: ToolApprovalRequest | None = None  # a request awaiting a client-mode verdict
+    runnable: bool = False
+    suspended: bool = False  # a sub-agent suspended out of it
+    settled_by_verdict: bool = False
+
+
+@dataclass
+class _Phase:
+    """A tool phase's end: results in call order, or None when the step suspends on ``requests``."""
+
+    results: list[dict[str, Any]] | None
+    requests: list[ToolApprovalRequest]
+    usage: list[Usage]
+
+
+class _Aborted(Exception):
+    pass
+
+
+def trailing_tool_calls(messages: list[Message]) -> list[dict[str, Any]]:
+    """The tool calls of a last assistant message that no tool message answers yet."""
+    if not messages or messages[-1]["role"] != "assistant":
+        return []
+    content = messages[-1]["content"]
+    if isinstance(content, str):
+        return []
+    return [dict(part) for part in content if part.get("type") == "tool_call"]
+
+
+def last_assistant_text(messages: list[Message]) -> str:
+    for message in reversed(messages):
+        if message["role"] == "assistant":
+            return _text_of(message)
+    return ""
+
+
+def _text_of(message: Message) -> str:
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if part.get("type") == "text")
+
+
+def _stop_conditions(stop_when: Any) -> list[Callable[[StopContext], bool]]:
+    if stop_when is None:
+        return []
+    if callable(stop_when):
+        return [stop_when]
+    return list(stop_when)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class _Leg:
+    def __init__(self, options: CallOptions, start: LegStart, emit: Emit) -> None:
+        self.o = options
+        self.deps: Deps = options.deps  # type: ignore[assignment]
+        self.emit = emit
+        self.tools = normalize_tools(options.tools)
+        session = options.session
+        is_resume = start.checkpoint is not None
+        self.is_durable = session is not None and (bool(self.tools) or is_resume)
+        self.store = session.store if self.is_durable else None  # type: ignore[union-attr]
+        self.run_id: str | None = None
+        if self.is_durable:
+            self.run_id = session.run_id or self.deps.generate_id()  # type: ignore[union-attr]
+        self.binding_run_id = options.binding_run_id or self.run_id
+        self.start = start
+        self.initial_len = len(start.messages)
+        self.messages: list[Message] = list(start.messages)
+        self.total: Usage = dict(start.usage)  # type: ignore[assignment]
+        self.leg_usage: Usage = empty_usage()
+        self.steps: list[StepResult] = []
+        self.responses = tuple(options.approval_responses or ())
+        self.stop_conditions = _stop_conditions(options.stop_when)
+        self.semaphore = asyncio.Semaphore(options.max_tool_concurrency) if options.max_tool_concurrency else None
+
+    # ----------------------------------------------------------------- the leg
+
+    async def run(self) -> GenerateTextResult:
+        self.emit({"type": "start", "run_id": self.run_id})
+        checkpoint = self.start.checkpoint
+        try:
+            return await self._abortable(self._run_steps(checkpoint))
+        except _Aborted:
+            return self._finish("aborted")
+
+    async def _run_steps(self, checkpoint: AgentCheckpoint | None) -> GenerateTextResult:
+        step = self.start.next_step_index
+        if checkpoint is not None and checkpoint["status"] == "completed":
+            return self._finish("stop")
+        trailing = trailing_tool_calls(self.messages)
+        if checkpoint is not None and checkpoint["status"] == "running":
+            restarted = checkpoint["step_index"] if trailing else checkpoint["step_index"] + 1
+            self.emit(
+                {
+                    "type": "recovery",
+                    "restarted_step_index": restarted,
+                    "message": f"The previous leg was interrupted; the run restarts at step {restarted}.",
+                }
+            )
+        if trailing:
+            if checkpoint is not None and checkpoint["status"] == "running":
+                # The model's decision was checkpointed: finish that step's tool phase, never re-asking it.
+                suspended = await self._replay_decision(checkpoint["step_index"], trailing)
+            else:
+                suspended = await self._settle(step - 1, trailing, checkpoint)
+            if suspended:
+                return suspended
+        leg_steps = 0
+        while True:
+            if step > 0 and self._should_stop(step):
+                await self._save("completed", step - 1)
+                return self._finish("stop-condition")
+            if leg_steps >= self.o.max_steps:
+                await self._save("completed", step - 1)
+                return self._finish("max-steps")
+            leg_steps += 1
+            outcome = await self._step(step)
+            if outcome is not None:
+                return outcome
+            step += 1
+
+    def _should_stop(self, step_count: int) -> bool:
+        ctx = StopContext(step_count=step_count, usage=dict(self.total), messages=self.messages)  # type: ignore[arg-type]
+        return any(condition(ctx) for condition in self.stop_conditions)
+
+    async def _step(self, step: int) -> GenerateTextResult | None:
+        model, tools, system = await self._prepare(step)
+        self.emit({"type": "step-start", "step_index": step})
+        text, calls, usage = await self._call_model(step, model, tools, system)
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        content += [{"type": "tool_call", **call} for call in calls]
+        self.messages = [*self.messages, {"role": "assistant", "content": content}]
+        if not calls:
+            self._close_step(step, text, [], [], usage)
+            await self._save_boundary("completed", step)
+            return self._finish("stop")
+        await self._save("running", step)
+        self.deps.fault("after-model-decision")
+        return await self._tool_step(step, text, calls, usage, tools, settle=False)
+
+    async def _replay_decision(self, step: int, calls: list[dict[str, Any]]) -> GenerateTextResult | None:
+        """Run the tool phase of a checkpointed decision, re-emitting the decision for followers."""
+        self.emit({"type": "step-start", "step_index": step})
+        text = _text_of(self.messages[-1])
+        if text:
+            self.emit({"type": "text-delta", "text": text})
+        for call in calls:
+            self.emit(_tool_call_part(call))
+        return await self._tool_step(step, text, calls, empty_usage(), self.tools, settle=False)
+
+    async def _settle(
+        self, step: int, calls: list[dict[str, Any]], checkpoint: AgentCheckpoint | None
+    ) -> GenerateTextResult | None:
+        """Answer a suspended step's trailing calls from the verdicts; its results stream before the leg's first step."""
+        # Only this agent's own requests; deeper agents' requests are settled by the agents that made them.
+        pending = {
+            request["tool_call_id"]: request
+            for request in (checkpoint or {}).get("pending_approvals") or []
+            if tuple(request.get("agent_path") or ()) == self.o.agent_path
+        }
+        return await self._tool_step(step, "", calls, empty_usage(), self.tools, settle=True, pending=pending)
+
+    async def _tool_step(
+        self,
+        step: int,
+        text: str,
+        calls: list[dict[str, Any]],
+        usage: Usage,
+        tools: dict[str, Tool],
+        *,
+        settle: bool,
+        pending: dict[str, ToolApprovalRequest] | None = None,
+    ) -> GenerateTextResult | None:
+        phase = await self._tool_phase(step, calls, tools, settle=settle, pending=pending or {})
+        for extra in phase.usage:
+            usage = add_usage(usage, extra)
+        if phase.results is None:
+            self._account(usage)
+            await self._save("suspended", step, pending_approvals=phase.requests)
+            self.deps.fault("after-suspend")
+            for request in phase.requests:
+                self.emit({"type": "tool-approval-request", "approval": request})
+            return self._finish("suspended", pending_approvals=phase.requests)
+        for result in phase.results:
+            self.emit(_tool_result_part(result))
+        self.messages = [*self.messages, {"role": "tool", "content": phase.results}]  # type: ignore[list-item]
+        if settle:
+            self._account(usage)
+        else:
+            self._close_step(step, text, calls, phase.results, usage)
+        await self._save_boundary("running", step)
+        return None
+
+    def _close_step(self, step: int, text: str, calls: list, results: list, usage: Usage) -> None:
+        self._account(usage)
+        self.steps.append(StepResult(step, text, calls, results, usage))
+        self.emit({"type": "step-finish", "step_index": step, "usage": usage})
+
+    def _account(self, usage: Usage) -> None:
+        self.total = add_usage(self.total, usage)
+        self.leg_usage = add_usage(self.leg_usage, usage)
+
+    # ---------------------------------------------------------- model calls
+
+    async def _prepare(self, step: int) -> tuple[Any, dict[str, Tool], str | None]:
+        model, tools, system = self.o.model, self.tools, self.o.system
+        if self.o.prepare_step is not None:
+            ctx = PrepareStepContext(step, self.messages, dict(self.total), self.o.agent_path, model, tools, system)  # type: ignore[arg-type]
+            overrides = await _maybe_await(self.o.prepare_step(ctx)) or {}
+            model = overrides.get("model", model)
+            if "tools" in overrides:
+                tools = normalize_tools(overrides["tools"])
+            system = overrides.get("system", system)
+        return model, tools, system
+
+    async def _call_model(
+        self, step: int, model: Any, tools: dict[str, Tool], system: str | None
+    ) -> tuple[str, list[dict[str, Any]], Usage]:
+        request = {"messages": self.messages, "tools": [spec.spec() for spec in tools.values()], "system": system}
+        chunks: list[str] = []
+        calls: list[dict[str, Any]] = []
+        usage: Usage = empty_usage()
+        async for event in model.stream(request):
+            kind = event.get("type")
+            if kind == "text-delta":
+                chunks.append(event["text"])
+                self.emit({"type": "text-delta", "text": event["text"]})
+                self.deps.fault("mid-stream")
+            elif kind == "tool-call":
+                call = {
+                    "tool_call_id": event["tool_call_id"],
+                    "tool_name": event["tool_name"],
+                    "input": event.get("input") or {},
+                }
+                calls.append(call)
+                self.emit(_tool_call_part(call))
+            elif kind == "finish":
+                usage = normalize_usage(event.get("usage"), pricing=getattr(model, "pricing", None))
+        return "".join(chunks), calls, usage
+
+    # ------------------------------------------------------------ tool phase
+
+    async def _tool_phase(
+        self,
+        step: int,
+        calls: list[dict[str, Any]],
+        tools: dict[str, Tool],
+        *,
+        settle: bool,
+        pending: dict[str, ToolApprovalRequest],
+    ) -> _Phase:
+        outcomes = [_Outcome(call) for call in calls]
+        waits_for_client = False
+        for outcome in outcomes:
+            call = outcome.call
+            spec = tools.get(call["tool_name"])
+            if spec is None:
+                outcome.result = _result(call, f"Unknown tool: {call['tool_name']!r}.", is_error=True)
+            elif settle:
+                await self._settle_call(outcome, spec, pending.get(call["tool_call_id"]))
+            elif spec.is_client_tool:
+                waits_for_client = True
+            elif await spec.requires_approval(call["input"]):
+                await self._ask_approval(outcome)
+            else:
+                outcome.runnable = True
+        own_requests = [outcome.pending for outcome in outcomes if outcome.pending is not None]
+        if own_requests or waits_for_client:
+            # Nothing runs in a step that waits for a person or a client: its siblings run on resume.
+            return _Phase(None, own_requests, [])
+        phase = _Phase(None, [], [])
+        await self._execute_all(step, [o for o in outcomes if o.runnable], tools, phase)
+        if phase.requests or any(outcome.suspended for outcome in outcomes):
+            # A sub-agent suspended out of the batch: every result of the step is discarded (no tool
+            # message is written for a suspended step), and verdicts this agent used are asked for again.
+            again = [
+                mint_request(
+                    call=outcome.call,
+                    agent_path=self.o.agent_path,
+                    deps=self.deps,
+                    signer=self.o.approval_signer,
+                    binding_run_id=self.binding_run_id if self.is_durable else None,
+                )
+                for outcome in outcomes
+                if outcome.settled_by_verdict
+            ]
+            phase.requests = again + phase.requests
+            return phase
+        phase.results = [outcome.result for outcome in outcomes]  # type: ignore[misc]
+        return phase
+
+    async def _settle_call(self, outcome: _Outcome, spec: Tool, request: ToolApprovalRequest | None) -> None:
+        call = outcome.call
+        if spec.is_client_tool:
+            outcome.result = _result(call, CLIENT_TOOL_NO_RESULT, is_error=True)
+            return
+        is_resume = self.start.checkpoint is not None
+        if request is None and not await spec.requires_approval(call["input"]):
+            outcome.runnable = True  # a sibling or a sub-agent: runs (again) now
+            return
+        if request is None and is_resume:
+            # Gated, but no request was stored: it was decided inline in a leg whose step a sub-agent
+            # suspended. Ask the server-mode approver again, or deny (the safe side).
+            if self.o.approve_tool_call is not None:
+                await self._ask_approval(outcome)
+            else:
+                outcome.result = _result(call, DENIED_BY_DEFAULT_REASON, is_error=True)
+            return
+        approval_id = request["approval_id"] if request else None
+        response = find_response(self.responses, approval_id=approval_id, tool_call_id=call["tool_call_id"])
+        verdict = settle_verdict(
+            response,
+            approval_id=approval_id,
+            tool_call_id=call["tool_call_id"],
+            signer=self.o.approval_signer,
+            max_age_ms=self.o.approval_max_age_ms,
+            binding_run_id=self.binding_run_id,
+        )
+        outcome.settled_by_verdict = True
+        if verdict.approved:
+            outcome.runnable = True
+        else:
+            outcome.result = _result(call, verdict.reason, is_error=True)
+
+    async def _ask_approval(self, outcome: _Outcome) -> None:
+        call = outcome.call
+        is_client_mode = self.o.approve_tool_call is None
+        request = mint_request(
+            call=call,
+            agent_path=self.o.agent_path,
+            deps=self.deps,
+            signer=self.o.approval_signer if is_client_mode else None,
+            binding_run_id=self.binding_run_id if self.is_durable else None,
+        )
+        if is_client_mode:
+            outcome.pending = request  # suspend for a verdict
+        elif await _maybe_await(self.o.approve_tool_call(request)):
+            outcome.runnable = True
+        else:
+            outcome.result = _result(call, DENIED_REASON, is_error=True)
+
+    async def _execute_all(self, step: int, runnable: list[_Outcome], tools: dict[str, Tool], phase: _Phase) -> None:
+        async def run_one(outcome: _Outcome) -> None:
+            if self.semaphore is None:
+                await self._execute(step, outcome, tools, phase)
+            else:
+                async with self.semaphore:
+                    await self._execute(step, outcome, tools, phase)
+
+        await asyncio.gather(*(run_one(outcome) for outcome in runnable))
+
+    async def _execute(self, step: int, outcome: _Outcome, tools: dict[str, Tool], phase: _Phase) -> None:
+        call = outcome.call
+        spec = tools[call["tool_name"]]
+        ctx = ToolContext(
+            tool_call_id=call["tool_call_id"],
+            tool_name=call["tool_name"],
+            run_id=self.run_id,
+            step_index=step,
+            messages=self.messages,
+            agent_path=self.o.agent_path,
+            deps=self.deps,
+            signal=self.o.signal,
+            store=self.store,
+            root_run_id=self.binding_run_id,
+            approval_responses=self.responses,
+            approve_tool_call=self.o.approve_tool_call,
+            approval_signer=self.o.approval_signer,
+            approval_max_age_ms=self.o.approval_max_age_ms,
+            report_usage=lambda extra: phase.usage.append(normalize_usage(extra)),
+        )
+        try:
+            output = await spec.run(call["input"], ctx)
+        except SubAgentSuspended as suspension:
+            phase.usage.append(suspension.usage)
+            phase.requests.extend(suspension.pending)
+            outcome.suspended = True
+            return
+        except (OwnershipLostError, StoreUnavailableError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a failing tool is a result the model reacts to, never a dead run
+            message = redact(str(exc) or type(exc).__name__, self.deps.secrets)
+            outcome.result = _result(call, message, is_error=True)
+            return
+        outcome.result = _result(call, output, is_error=False)
+
+    # ------------------------------------------------------------ durability
+
+    async def _save_boundary(self, status: str, step: int) -> None:
+        self.deps.fault("before-step-checkpoint")
+        await self._save(status, step)
+        self.deps.fault("after-step-checkpoint")
+
+    async def _save(
+        self, status: str, step: int, *, pending_approvals: list[ToolApprovalRequest] | None = None
+    ) -> None:
+        if not self.is_durable or step < 0:
+            return
+        checkpoint: AgentCheckpoint = {
+            "version": CHECKPOINT_VERSION,
+            "run_id": self.run_id,  # type: ignore[typeddict-item]
+            "step_id": f"{self.run_id}#{step}",
+            "step_index": step,
+            "status": status,  # type: ignore[typeddict-item]
+            "messages": self.messages,
+            "usage": self.total,
+            "created_at": self.deps.clock.now(),
+        }
+        if pending_approvals is not None:
+            checkpoint["pending_approvals"] = pending_approvals
+        if self.o.agent_path:
+            checkpoint["agent_path"] = list(self.o.agent_path)
+        try:
+            await resolve(self.store.save(checkpoint))  # type: ignore[union-attr]
+        except OwnershipLostError:
+            raise
+        except Exception as exc:  # durability is best effort; it must never kill the run
+            self.deps.logger.error(
+                "Saving checkpoint %s (%s) failed: %s",
+                checkpoint["step_id"],
+                status,
+                redact(f"{type(exc).__name__}: {exc}", self.deps.secrets),
+            )
+
+    # --------------------------------------------------------------- ending
+
+    def _finish(self, reason: str, *, pending_approvals: list[ToolApprovalRequest] | None = None) -> GenerateTextResult:
+        self.emit({"type": "finish", "finish_reason": reason, "usage": self.leg_usage})
+        if self.steps:
+            text = self.steps[-1].text
+        else:
+            text = last_assistant_text(self.messages) if reason == "stop" else ""
+        return GenerateTextResult(
+            text=text,
+            messages=self.messages,
+            response_messages=self.messages[self.initial_len :],
+            steps=self.steps,
+            usage=self.leg_usage,
+            total_usage=self.total,
+            finish_reason=reason,
+            pending_approvals=list(pending_approvals or []),
+            run_id=self.run_id,
+        )
+
+    async def _abortable(self, coro: Any) -> Any:
+        """Run ``coro``, stopping it at its next await point once the abort signal is set."""
+        signal = self.o.signal
+        if signal is None:
+            return await coro
+        if signal.is_set():
+            coro.close()
+            raise _Aborted
+        work = asyncio.ensure_future(coro)
+        watcher = asyncio.ensure_future(signal.wait())
+        try:
+            await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            work.cancel()
+            watcher.cancel()
+            raise
+        if work.done():
+            watcher.cancel()
+            return work.result()
+        work.cancel()
+        try:
+            await work
+        except asyncio.CancelledError:
+            pass
+        raise _Aborted
+
+
+def _tool_call_part(call: Mapping[str, Any]) -> StreamPart:
+    return {"type": "tool-call", "tool_call_id": call["tool_call_id"], "tool_name": call["tool_name"], "input": call["input"]}
+
+
+def _tool_result_part(result: Mapping[str, Any]) -> StreamPart:
+    return {
+        "type": "tool-result",
+        "tool_call_id": result["tool_call_id"],
+        "tool_name": result["tool_name"],
+        "output": result["output"],
+        "is_error": result["is_error"],
+    }
+
+
+def _result(call: Mapping[str, Any], output: Any, *, is_error: bool) -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "tool_call_id": call["tool_call_id"],
+        "tool_name": call["tool_name"],
+        "output": output,
+        "is_error": is_error,
+    }
+
+
+async def run_leg(options: CallOptions, start: LegStart, emit: Emit | None = None) -> GenerateTextResult:
+    """Run one leg of a run from ``start``, reporting parts through ``emit`` (dropped when None)."""
+    return await _Leg(options, start, emit or _discard).run()
+
+
+def _discard(part: StreamPart) -> None:
+    return None

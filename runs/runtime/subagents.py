@@ -1,0 +1,97 @@
+"""Sub-agents as tools. A durable child checkpoints under its own key and suspends its parent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .engine import CallOptions, DurableSession, LegStart, SubAgentSuspended, run_leg
+from .errors import CheckpointNotFoundError
+from .loops import load_checkpoint
+from .results import GenerateTextResult
+from .tools import Tool, ToolContext
+
+__all__ = ["agent_tool", "child_run_id"]
+
+_PROMPT_SCHEMA = {
+    "type": "object",
+    "properties": {"prompt": {"type": "string", "description": "The task for the sub-agent."}},
+    "required": ["prompt"],
+}
+
+
+class SubAgentApprovalUnavailable(Exception):
+    """A gated call inside a sub-agent with no inherited approver and no durable session to suspend."""
+
+
+def child_run_id(parent_run_id: str, agent_name: str, tool_call_id: str) -> str:
+    """Where a sub-agent call checkpoints: stable across legs because the tool call id is in the history."""
+    return f"{parent_run_id}::{agent_name}#{tool_call_id}"
+
+
+def agent_tool(
+    *,
+    name: str,
+    model: Any,
+    tools: Any,
+    max_steps: int = 5,
+    description: str = "",
+    system: str | None = None,
+) -> Tool:
+    """A sub-agent as a tool: input ``{"prompt": str}``, output the sub-agent's final text."""
+
+    async def execute(tool_input: dict[str, Any], ctx: ToolContext) -> str:
+        prompt = tool_input.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError(f"Sub-agent {name!r} needs a non-empty 'prompt' string.")
+        options = dict(
+            model=model,
+            tools=tools,
+            max_steps=max_steps,
+            system=system,
+            approve_tool_call=ctx.approve_tool_call,
+            approval_signer=ctx.approval_signer,
+            approval_max_age_ms=ctx.approval_max_age_ms,
+            signal=ctx.signal,
+            deps=ctx.deps,
+            agent_path=(*ctx.agent_path, name),
+        )
+        if ctx.store is None or ctx.run_id is None:
+            messages = [{"role": "user", "content": prompt}]
+            result = await run_leg(CallOptions(**options, messages=messages), LegStart(messages=messages))
+            if result.finish_reason == "suspended":
+                asked = ", ".join(sorted({r["tool_name"] for r in result.pending_approvals})) or "a client tool"
+                raise SubAgentApprovalUnavailable(
+                    f"Sub-agent {name!r} needs approval for {asked}, and no approver is available: "
+                    "client-mode approval inside a sub-agent needs a durable session."
+                )
+            ctx.report_usage(result.usage)
+            return result.text
+        result = await _run_durable_child(ctx, name, prompt, options)
+        if result.finish_reason == "suspended":
+            raise SubAgentSuspended(result.pending_approvals, result.usage)
+        ctx.report_usage(result.usage)
+        return result.text
+
+    return Tool(
+        name=name,
+        description=description or f"Delegate a task to the {name} sub-agent.",
+        input_schema=_PROMPT_SCHEMA,
+        execute=execute,
+    )
+
+
+async def _run_durable_child(ctx: ToolContext, name: str, prompt: str, options: dict[str, Any]) -> GenerateTextResult:
+    key = child_run_id(ctx.run_id, name, ctx.tool_call_id)  # type: ignore[arg-type]
+    session = DurableSession(store=ctx.store, run_id=key)  # type: ignore[arg-type]
+    try:
+        checkpoint = await load_checkpoint(ctx.store, key)  # type: ignore[arg-type]
+    except CheckpointNotFoundError:
+        messages = [{"role": "user", "content": prompt}]
+        call = CallOptions(**options, messages=messages, session=session, binding_run_id=ctx.root_run_id)
+        return await run_leg(call, LegStart(messages=messages))
+    # The parent re-executes this call on resume: the child settles its own pending calls from the
+    # forwarded verdicts and goes on where it stopped (or answers again if it had completed).
+    call = CallOptions(
+        **options, session=session, binding_run_id=ctx.root_run_id, approval_responses=ctx.approval_responses
+    )
+    return await run_leg(call, LegStart.from_checkpoint(checkpoint))

@@ -1,0 +1,115 @@
+"""Tools: what the model may call, whether a call needs approval, and what it gets to run with."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .deps import Deps
+    from .stores import SessionStore
+
+__all__ = ["Tool", "ToolContext", "normalize_tools", "tool"]
+
+Execute = Callable[[dict[str, Any], "ToolContext"], Any]
+NeedsApproval = bool | Callable[[dict[str, Any]], bool]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool:
+    """A tool the model may call. Without ``execute`` it is a client tool: the loop suspends for its result."""
+
+    name: str | None = None
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    execute: Execute | None = None
+    needs_approval: NeedsApproval = False
+
+    @property
+    def is_client_tool(self) -> bool:
+        return self.execute is None
+
+    async def requires_approval(self, tool_input: dict[str, Any]) -> bool:
+        if callable(self.needs_approval):
+            verdict = self.needs_approval(tool_input)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            return bool(verdict)
+        return bool(self.needs_approval)
+
+    async def run(self, tool_input: dict[str, Any], ctx: ToolContext) -> Any:
+        """Call ``execute``; a sync function runs in a thread so it can block (or use a sync ORM) freely."""
+        assert self.execute is not None
+        if inspect.iscoroutinefunction(self.execute):
+            return await self.execute(tool_input, ctx)
+        result = await asyncio.to_thread(self.execute, tool_input, ctx)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def spec(self) -> dict[str, Any]:
+        """What the model is told about this tool."""
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+def tool(
+    *,
+    name: str | None = None,
+    description: str = "",
+    input_schema: dict[str, Any] | None = None,
+    execute: Execute | None = None,
+    needs_approval: NeedsApproval = False,
+) -> Tool:
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=input_schema if input_schema is not None else {"type": "object", "properties": {}},
+        execute=execute,
+        needs_approval=needs_approval,
+    )
+
+
+def normalize_tools(tools: Mapping[str, Tool] | Iterable[Tool] | None) -> dict[str, Tool]:
+    """``{name: Tool}`` from a dict (its keys are the names) or a list of named tools."""
+    if tools is None:
+        return {}
+    if isinstance(tools, Mapping):
+        named = {}
+        for key, item in tools.items():
+            if not isinstance(item, Tool):
+                raise TypeError(f"Tool {key!r} is a {type(item).__name__}, not a Tool.")
+            named[key] = item if item.name == key else replace(item, name=key)
+        return named
+    named = {}
+    for item in tools:
+        if not isinstance(item, Tool) or not item.name:
+            raise TypeError("A list of tools needs Tool objects that each have a name.")
+        if item.name in named:
+            raise ValueError(f"Two tools are named {item.name!r}.")
+        named[item.name] = item
+    return named
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    """What a tool's ``execute`` receives besides its input."""
+
+    tool_call_id: str
+    tool_name: str
+    run_id: str | None
+    step_index: int
+    messages: list[dict[str, Any]]
+    agent_path: tuple[str, ...]
+    deps: Deps
+    signal: asyncio.Event | None
+    # Durability and approval settings a sub-agent inherits from its parent.
+    store: SessionStore | None = None
+    root_run_id: str | None = None
+    approval_responses: tuple[dict[str, Any], ...] = ()
+    approve_tool_call: Callable[[dict[str, Any]], Any] | None = None
+    approval_signer: Any = None
+    approval_max_age_ms: int | None = None
+    report_usage: Callable[[Mapping[str, Any]], None] = lambda usage: None

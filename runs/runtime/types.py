@@ -1,0 +1,77 @@
+"""The runtime's data shapes: plain dicts annotated with TypedDicts, so they serialize and compare as is."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+__all__ = [
+    "AgentCheckpoint",
+    "CLIENT_TOOL_NO_RESULT",
+    "Message",
+    "Part",
+    "StreamPart",
+    "ToolApprovalRequest",
+    "ToolApprovalResponse",
+    "Usage",
+]
+
+#: The ``is_error`` output a client tool gets when a resume cannot hand it a real result.
+CLIENT_TOOL_NO_RESULT = "No result provided for this client tool."
+
+
+class Usage(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cost: NotRequired[float]
+
+
+class Part(TypedDict, total=False):
+    type: str  # text | image | file | tool_call | tool_result
+    text: str
+    data: bytes
+    media_type: str
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+    output: Any
+    is_error: bool
+
+
+class Message(TypedDict):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[Part]
+
+
+class ToolApprovalRequest(TypedDict):
+    approval_id: str
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+    agent_path: NotRequired[list[str]]
+    token: NotRequired[str]
+
+
+class ToolApprovalResponse(TypedDict):
+    approval_id: str
+    approved: bool
+    reason: NotRequired[str]
+    token: NotRequired[str]
+    tool_call_id: NotRequired[str]
+
+
+class AgentCheckpoint(TypedDict):
+    version: Literal[1]
+    run_id: str
+    step_id: str
+    step_index: int
+    status: Literal["running", "suspended", "completed"]
+    messages: list[Message]
+    usage: Usage
+    pending_approvals: NotRequired[list[ToolApprovalRequest]]
+    agent_path: NotRequired[list[str]]
+    created_at: int
+
+
+#: Stream parts are dicts with a kebab-case ``type`` (start, step-start, text-delta, ...).
+StreamPart = dict[str, Any]

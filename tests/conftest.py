@@ -1,0 +1,33 @@
+"""Shared fixtures; app-specific ones live next to their tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.environment import REPO_ROOT, clean_env
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Hash test passwords with MD5: the production hasher costs about a second per user."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def run_python():
+    """Run a Python snippet in a fresh interpreter at the repository root, Deuz variables cleared."""
+
+    def run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO_ROOT,
+            env=clean_env(**env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    return run

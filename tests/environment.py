@@ -1,0 +1,32 @@
+"""Controlled environments for tests that start a fresh interpreter or a server process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Variables the settings read; a subprocess test starts from none of them set.
+DEUZ_ENV_VARS = (
+    "ALLOWED_HOSTS",
+    "DATABASE_URL",
+    "DEBUG",
+    "DEUZ_APPROVAL_MAX_AGE_SECONDS",
+    "DEUZ_APPROVAL_SECRET",
+    "DEUZ_DEMO_DELAY_MS",
+    "DEUZ_LEASE_SECONDS",
+    "DJANGO_SECRET_KEY",
+    "REDIS_URL",
+)
+
+# The smallest environment that passes for production (DEBUG off, both secrets set).
+PRODUCTION_ENV = {"DEBUG": "0", "DJANGO_SECRET_KEY": "k" * 50, "DEUZ_APPROVAL_SECRET": "a" * 32}
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """This process's environment minus every Deuz setting, plus ``overrides``."""
+    env = {key: value for key, value in os.environ.items() if key not in DEUZ_ENV_VARS}
+    env["DJANGO_SETTINGS_MODULE"] = "deuz_project.settings"
+    env.update(overrides)
+    return env

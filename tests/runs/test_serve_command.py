@@ -1,0 +1,119 @@
+"""`manage.py serve` end to end: a real daphne process on a free port, then Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.environment import PRODUCTION_ENV, REPO_ROOT, clean_env
+
+
+class Served:
+    """A running `manage.py serve` whose output is read line by line in the background."""
+
+    def __init__(self, *, database: Path, env: dict[str, str]):
+        self.database = database
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", "0"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            # A shell without job control starts background jobs with SIGINT ignored,
+            # and Python keeps it ignored; give the server the SIGINT a terminal would.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.process.stdout:
+            self.output.append(line)
+            self.lines.put(line)
+
+    def wait_for(self, pattern: str, timeout: float = 60) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.5)
+            except queue.Empty:
+                if self.process.poll() is not None and self.lines.empty():
+                    break
+                continue
+            if match := re.search(pattern, line):
+                return match
+        pytest.fail(f"no line matching {pattern!r}; output:\n{''.join(self.output)}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def get(url: str) -> tuple[int, bytes]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.read()
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    database = tmp_path / "serve.sqlite3"
+    server = Served(database=database, env=clean_env(DATABASE_URL=f"sqlite:///{database}", **PRODUCTION_ENV))
+    yield server
+    server.stop()
+
+
+def test_serve_migrates_and_answers_health_docs_and_static_files(served):
+    base_url = served.wait_for(r"Deuz is serving at (http://\S+/)").group(1)
+
+    status, body = get(base_url + "healthz")
+    assert (status, json.loads(body)) == (200, {"status": "ok"})  # migrated DB answers
+
+    status, body = get(base_url + "api/docs/")
+    assert status == 200
+    asset = re.search(r'src="(/static/drf_spectacular_sidecar/[^"]+\.js)"', body.decode()).group(1)
+    status, _ = get(base_url.rstrip("/") + asset)  # collected and served by WhiteNoise
+    assert status == 200
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_serve_stops_cleanly_on_ctrl_c_and_sigterm(served, stop_signal):
+    served.wait_for(r"Deuz is serving at")
+    served.process.send_signal(stop_signal)
+    assert served.process.wait(timeout=20) == 0
+    served.wait_for(r"Deuz stopped\.")
+
+
+def test_serve_without_debug_creates_no_demo_reviewer(served):
+    served.wait_for(r"Deuz is serving at")
+    assert not any("Demo reviewer" in line for line in served.output)
+    with sqlite3.connect(served.database) as db:
+        assert db.execute("SELECT count(*) FROM auth_user").fetchone() == (0,)
+
+
+def test_serve_reports_a_port_it_cannot_listen_on(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = clean_env(DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", **PRODUCTION_ENV)
+        result = subprocess.run(
+            [sys.executable, "manage.py", "serve", "--port", str(port)],
+            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60,
+        )
+    assert result.returncode != 0
+    assert f"Could not listen on 127.0.0.1:{port}" in result.stderr

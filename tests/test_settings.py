@@ -1,0 +1,156 @@
+"""Settings come from the environment; each case imports them in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.environment import PRODUCTION_ENV
+
+# Loads the settings (as start-up does) and prints the values the tests look at.
+SHOW_SETTINGS = """
+import json, django
+django.setup()
+from django.conf import settings
+print(json.dumps({
+    "DEBUG": settings.DEBUG,
+    "SECRET_KEY": settings.SECRET_KEY,
+    "DEUZ_APPROVAL_SECRET": settings.DEUZ_APPROVAL_SECRET,
+    "ALLOWED_HOSTS": settings.ALLOWED_HOSTS,
+    "DEUZ_LEASE_SECONDS": settings.DEUZ_LEASE_SECONDS,
+    "DEUZ_APPROVAL_MAX_AGE_SECONDS": settings.DEUZ_APPROVAL_MAX_AGE_SECONDS,
+    "DEUZ_DEMO_DELAY_MS": settings.DEUZ_DEMO_DELAY_MS,
+    "CHANNEL_BACKEND": settings.CHANNEL_LAYERS["default"]["BACKEND"],
+    "CHANNEL_CONFIG": settings.CHANNEL_LAYERS["default"].get("CONFIG"),
+    "DATABASE": {k: v for k, v in settings.DATABASES["default"].items() if k != "PASSWORD"},
+}, default=str))
+"""
+
+def load_settings(run_python, **env: str) -> dict:
+    result = run_python(SHOW_SETTINGS, **env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_debug_off_without_approval_secret_refuses_to_start(run_python):
+    env = {**PRODUCTION_ENV}
+    del env["DEUZ_APPROVAL_SECRET"]
+    result = run_python(SHOW_SETTINGS, **env)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert "DEUZ_APPROVAL_SECRET" in result.stderr
+
+
+def test_debug_off_with_empty_approval_secret_refuses_to_start(run_python):
+    result = run_python(SHOW_SETTINGS, **{**PRODUCTION_ENV, "DEUZ_APPROVAL_SECRET": ""})
+    assert result.returncode != 0
+    assert "DEUZ_APPROVAL_SECRET" in result.stderr
+
+
+def test_debug_off_without_secret_key_refuses_to_start(run_python):
+    env = {**PRODUCTION_ENV}
+    del env["DJANGO_SECRET_KEY"]
+    result = run_python(SHOW_SETTINGS, **env)
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_debug_off_with_both_secrets_starts_with_them(run_python):
+    loaded = load_settings(run_python, **PRODUCTION_ENV)
+    assert loaded["DEBUG"] is False
+    assert loaded["SECRET_KEY"] == PRODUCTION_ENV["DJANGO_SECRET_KEY"]
+    assert loaded["DEUZ_APPROVAL_SECRET"] == PRODUCTION_ENV["DEUZ_APPROVAL_SECRET"]
+
+
+def test_embedded_defaults(run_python):
+    loaded = load_settings(run_python)
+    assert loaded["DEBUG"] is True
+    assert "insecure" in loaded["DEUZ_APPROVAL_SECRET"]
+    assert loaded["ALLOWED_HOSTS"] == ["localhost", "127.0.0.1", "[::1]"]
+    assert loaded["DEUZ_LEASE_SECONDS"] == 15
+    assert loaded["DEUZ_APPROVAL_MAX_AGE_SECONDS"] == 86400
+    assert loaded["DEUZ_DEMO_DELAY_MS"] == 20
+
+
+@pytest.mark.parametrize("value", ["1", "true", "TRUE", "yes", "on"])
+def test_debug_accepts_true_spellings(run_python, value):
+    assert load_settings(run_python, DEBUG=value)["DEBUG"] is True
+
+
+@pytest.mark.parametrize("value", ["0", "false", "False", "no", "off"])
+def test_debug_accepts_false_spellings(run_python, value):
+    loaded = load_settings(run_python, **{**PRODUCTION_ENV, "DEBUG": value})
+    assert loaded["DEBUG"] is False
+
+
+def test_debug_rejects_other_values_naming_debug(run_python):
+    result = run_python(SHOW_SETTINGS, DEBUG="maybe")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: DEBUG" in result.stderr
+
+
+def test_redis_url_selects_the_redis_channel_layer(run_python):
+    loaded = load_settings(run_python, REDIS_URL="redis://cache.example:6379/3")
+    assert loaded["CHANNEL_BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert loaded["CHANNEL_CONFIG"] == {"hosts": ["redis://cache.example:6379/3"]}
+
+
+def test_without_redis_url_the_channel_layer_is_in_memory(run_python):
+    loaded = load_settings(run_python)
+    assert loaded["CHANNEL_BACKEND"] == "channels.layers.InMemoryChannelLayer"
+
+
+def test_postgres_database_url_selects_postgresql(run_python):
+    loaded = load_settings(run_python, DATABASE_URL="postgres://deuz:pw@db.example:5433/deuz")
+    database = loaded["DATABASE"]
+    assert database["ENGINE"] == "django.db.backends.postgresql"
+    assert (database["HOST"], database["PORT"], database["NAME"]) == ("db.example", 5433, "deuz")
+    assert database["CONN_HEALTH_CHECKS"] is True
+
+
+def test_default_database_is_sqlite_in_wal_mode_with_a_lock_timeout(run_python):
+    database = load_settings(run_python)["DATABASE"]
+    assert database["ENGINE"] == "django.db.backends.sqlite3"
+    assert database["NAME"].endswith("db.sqlite3")
+    assert database["OPTIONS"]["timeout"] == 20
+    assert database["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    assert "journal_mode=WAL" in database["OPTIONS"]["init_command"]
+
+
+def test_unreadable_database_url_is_rejected_naming_it(run_python):
+    result = run_python(SHOW_SETTINGS, DATABASE_URL="nosuchdb://x/y")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: DATABASE_URL" in result.stderr
+
+
+def test_allowed_hosts_is_comma_separated(run_python):
+    loaded = load_settings(run_python, ALLOWED_HOSTS="deuz.example, api.deuz.example ,")
+    assert loaded["ALLOWED_HOSTS"] == ["deuz.example", "api.deuz.example"]
+
+
+def test_integer_settings_are_read(run_python):
+    loaded = load_settings(
+        run_python,
+        DEUZ_LEASE_SECONDS="30",
+        DEUZ_APPROVAL_MAX_AGE_SECONDS="600",
+        DEUZ_DEMO_DELAY_MS="0",
+    )
+    assert loaded["DEUZ_LEASE_SECONDS"] == 30
+    assert loaded["DEUZ_APPROVAL_MAX_AGE_SECONDS"] == 600
+    assert loaded["DEUZ_DEMO_DELAY_MS"] == 0
+
+
+@pytest.mark.parametrize(
+    "name", ["DEUZ_LEASE_SECONDS", "DEUZ_APPROVAL_MAX_AGE_SECONDS", "DEUZ_DEMO_DELAY_MS"]
+)
+def test_non_integer_values_are_rejected_naming_the_variable(run_python, name):
+    result = run_python(SHOW_SETTINGS, **{name: "abc"})
+    assert result.returncode != 0
+    assert f"ImproperlyConfigured: {name}" in result.stderr
+
+
+def test_zero_lease_is_rejected(run_python):
+    result = run_python(SHOW_SETTINGS, DEUZ_LEASE_SECONDS="0")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: DEUZ_LEASE_SECONDS" in result.stderr
