@@ -1,1 +1,62 @@
-"""Models of this app (none yet)."""
+"""Approval requests: the exact call a run waits on, its signed token, and the verdict."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+__all__ = ["ApprovalRequest"]
+
+
+class ApprovalRequest(models.Model):
+    """One gated tool call waiting for a reviewer, bound to a run and to the checkpoint (revision) that asked."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        DENIED = "denied", "Denied"
+        EXPIRED = "expired", "Expired"
+        SUPERSEDED = "superseded", "Superseded"
+        USED = "used", "Used"
+
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="approval_requests")
+    revision = models.ForeignKey("runs.Checkpoint", on_delete=models.CASCADE, related_name="approval_requests")
+    approval_id = models.CharField(max_length=200)
+    tool_call_id = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=200)
+    tool_input = models.JSONField(default=dict)
+    agent_path = models.JSONField(default=list, blank=True)
+    token = models.TextField(help_text="The signed token handed to reviewers; a bearer credential for this call.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
+    issued_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="approval_verdicts"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-issued_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["run", "approval_id"], name="approval_id_unique_per_run")]
+        permissions = [("decide_approvalrequest", "Can approve or deny approval requests")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} in {self.run.run_id} ({self.status})"
+
+    @property
+    def is_decidable(self) -> bool:
+        return self.status == self.Status.PENDING
+
+    def as_request(self) -> dict:
+        """The ToolApprovalRequest dict this row stores, with its token."""
+        request = {
+            "approval_id": self.approval_id,
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "input": self.tool_input,
+            "token": self.token,
+        }
+        if self.agent_path:
+            request["agent_path"] = list(self.agent_path)
+        return request

@@ -10,7 +10,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["env_bool", "env_int", "env_list", "env_secret", "env_str"]
+__all__ = ["env_bool", "env_fernet_keys", "env_int", "env_list", "env_secret", "env_str"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -73,3 +73,19 @@ def env_secret(name: str, *, dev_default: str | None) -> str:
     if dev_default is None:
         raise ImproperlyConfigured(f"{name} must be set when DEBUG is off.")
     return dev_default
+
+
+def env_fernet_keys(name: str) -> list[str]:
+    """A comma-separated list of Fernet keys (urlsafe base64 of 32 bytes); each is checked."""
+    from cryptography.fernet import Fernet
+
+    keys = env_list(name, default=[])
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except (ValueError, TypeError):
+            raise ImproperlyConfigured(
+                f"{name} key #{position} is not a Fernet key (32 url-safe base64-encoded bytes; "
+                "make one with `python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`)."
+            ) from None
+    return keys

@@ -12,7 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from deuz_project.env import env_bool, env_int, env_list, env_secret, env_str
+from deuz_project.env import env_bool, env_fernet_keys, env_int, env_list, env_secret, env_str
 
 # Repository root: manage.py, templates/, the default SQLite file live here.
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -43,6 +43,24 @@ DEUZ_APPROVAL_MAX_AGE_SECONDS = env_int("DEUZ_APPROVAL_MAX_AGE_SECONDS", default
 
 # The demo agents' pause between text deltas, so streaming is visible in a browser.
 DEUZ_DEMO_DELAY_MS = env_int("DEUZ_DEMO_DELAY_MS", default=20, minimum=0)
+
+# Fernet keys (comma-separated) that encrypt checkpoint contents at rest; the first encrypts, all decrypt,
+# so a new key goes first and old ones stay until nothing sealed with them is left. Unset: stored plain.
+DEUZ_ENCRYPTION_KEYS = env_fernet_keys("DEUZ_ENCRYPTION_KEYS")
+
+# Agents runs can name: name -> dotted path of a factory returning an AgentDefinition (runs.agents).
+DEUZ_AGENTS = {
+    "reimbursement": "runs.agents.demo.reimbursement_agent",
+    "coder": "runs.agents.demo.coder_agent",
+}
+
+# Where checkpoints live (same shape as CHANNEL_LAYERS: alias -> BACKEND and OPTIONS).
+DEUZ_STORES = {
+    "sessions": {"BACKEND": "runs.stores.db.DatabaseSessionStore"},
+}
+
+# Kill this process with SIGKILL at a named point (POINT[:N]) for crash tests; unset in production.
+DEUZ_FAULT = env_str("DEUZ_FAULT")
 
 # daphne comes first so its runserver (ASGI, WebSockets) replaces Django's WSGI one.
 INSTALLED_APPS = [

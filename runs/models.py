@@ -1,1 +1,154 @@
-"""Models of this app (none yet)."""
+"""Runs, their legs and checkpoints, and the message history checkpoints point into."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+__all__ = ["Checkpoint", "Leg", "RUN_ID_VALIDATOR", "Run", "RunMessage", "SandboxPayment"]
+
+RUN_ID_VALIDATOR = RegexValidator(
+    r"^[A-Za-z0-9._:-]{1,200}$", "A run id is 1-200 characters of letters, digits, '.', '_', ':' and '-'."
+)
+
+
+def _empty_usage() -> dict:
+    return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+
+class Run(models.Model):
+    """One agent run: its agent, status, cumulative counters and the lease of the worker that owns it."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUSPENDED = "suspended", "Waiting for review"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        NEEDS_REVIEW = "needs_review", "Needs review"
+
+    run_id = models.CharField(max_length=200, unique=True, validators=[RUN_ID_VALIDATOR])
+    agent = models.CharField(max_length=100, db_index=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    # The messages the run started from, as codec JSON (bytes-safe); later history lives in checkpoints.
+    input_messages = models.TextField()
+    step_index = models.IntegerField(default=-1, help_text="The last step a checkpoint closed; -1 before any.")
+    usage = models.JSONField(default=_empty_usage, help_text="Cumulative over every leg.")
+    finish_reason = models.CharField(max_length=30, blank=True)
+    error = models.TextField(blank=True, help_text="Why the run failed or needs review (no secrets).")
+    # Ownership: a claim increments the epoch; writes are accepted only from the current epoch.
+    owner_epoch = models.PositiveBigIntegerField(default=0)
+    worker_id = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    cancel_requested = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "lease_expires_at"], name="run_claimable")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} ({self.agent}, {self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in {self.Status.COMPLETED, self.Status.FAILED, self.Status.CANCELLED}
+
+
+class Leg(models.Model):
+    """One execution of a run by one owner: the first leg, a verdict's leg, a recovery leg."""
+
+    class Kind(models.TextChoices):
+        START = "start", "Start"
+        VERDICT = "verdict", "After a verdict"
+        RECOVERY = "recovery", "Recovery"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="legs")
+    number = models.PositiveIntegerField()
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    owner_epoch = models.PositiveBigIntegerField()
+    worker_id = models.CharField(max_length=200)
+    started_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=30, blank=True)
+    usage = models.JSONField(default=_empty_usage)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "number"]
+        constraints = [models.UniqueConstraint(fields=["run", "number"], name="leg_number_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.run.run_id} leg {self.number} (epoch {self.owner_epoch})"
+
+
+class RunMessage(models.Model):
+    """One message of a history, stored once. Histories are chains: each message points at the one before,
+    so a checkpoint writes only its new messages and still loads its full history."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
+    session_key = models.CharField(max_length=400, db_index=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    position = models.PositiveIntegerField()
+    data = models.BinaryField(help_text="Codec JSON of the message, sealed when encryption keys are set.")
+
+    class Meta:
+        ordering = ["session_key", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.session_key} message {self.position}"
+
+
+class Checkpoint(models.Model):
+    """Every AgentCheckpoint a run saved (time travel); the latest per session key is what resume loads."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    session_key = models.CharField(max_length=400, help_text="The runtime's run id: the run's, or a sub-agent's.")
+    step_index = models.IntegerField()
+    status = models.CharField(max_length=20)
+    usage = models.JSONField(default=_empty_usage)
+    agent_path = models.JSONField(default=list, blank=True)
+    head = models.ForeignKey(RunMessage, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    message_count = models.PositiveIntegerField()
+    # Codec JSON of the pending approvals (they carry tool inputs), sealed like messages.
+    pending_approvals = models.BinaryField(null=True, blank=True)
+    created_at_ms = models.BigIntegerField(help_text="deps.clock.now() when the runtime saved it.")
+    owner_epoch = models.PositiveBigIntegerField(help_text="The epoch of the worker that wrote it.")
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        indexes = [models.Index(fields=["session_key", "-id"], name="checkpoint_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.session_key}#{self.step_index} ({self.status})"
+
+    @property
+    def step_id(self) -> str:
+        return f"{self.session_key}#{self.step_index}"
+
+
+class SandboxPayment(models.Model):
+    """The demo payment provider's own books (outside the agent's ledger): one row per operation id."""
+
+    operation_id = models.CharField(max_length=300, unique=True)
+    fingerprint = models.CharField(max_length=64)
+    request = models.JSONField()
+    transaction_id = models.CharField(max_length=40)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.transaction_id} ({self.operation_id})"
+
+    def receipt(self) -> dict:
+        return {"transaction_id": self.transaction_id, "operation_id": self.operation_id, **self.request,
+                "status": "committed"}

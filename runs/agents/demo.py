@@ -1,0 +1,182 @@
+"""The two built-in demo agents, on ScriptedModel so the project runs with no API key.
+
+Their scripts are policies: each answer is a function of the history the model is shown, so a leg that
+resumes in another process (a new ScriptedModel) continues the same conversation.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+
+from runs.agents import AgentDefinition
+from runs.agents.sandbox import EXPENSES, sandbox_pay, sandbox_shell
+from runs.runtime import agent_tool, tool
+from runs.runtime.testing import ScriptedModel
+
+__all__ = ["coder_agent", "reimbursement_agent"]
+
+_USAGE = {"input_tokens": 120, "output_tokens": 40}
+
+
+def _results(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Tool results in the history, latest per tool name."""
+    found: dict[str, dict[str, Any]] = {}
+    for message in request["messages"]:
+        if message["role"] == "tool":
+            for part in message["content"]:
+                found[part["tool_name"]] = part
+    return found
+
+
+def _first_user_text(request: dict[str, Any]) -> str:
+    for message in request["messages"]:
+        if message["role"] == "user":
+            content = message["content"]
+            return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+    return ""
+
+
+def _say(text: str, *calls: dict[str, Any]) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}, *calls], "usage": _USAGE}
+
+
+def _call(tool_name: str, **tool_input: Any) -> dict[str, Any]:
+    return {"type": "tool_call", "tool_name": tool_name, "input": tool_input}
+
+
+def _scripted(policy, steps: int) -> ScriptedModel:
+    return ScriptedModel([policy] * (steps + 1), model_id="deuz-demo-scripted", delay_ms=settings.DEUZ_DEMO_DELAY_MS)
+
+
+# --------------------------------------------------------------- reimbursement
+
+
+def _reimbursement_policy(request: dict[str, Any]) -> dict[str, Any]:
+    results = _results(request)
+    match = re.search(r"exp-\d+", _first_user_text(request))
+    expense_id = match.group(0) if match else "exp-1042"
+    lookup = results.get("lookup_expense")
+    if lookup is None:
+        return _say(f"Let me look up expense {expense_id} first.", _call("lookup_expense", expense_id=expense_id))
+    if lookup["is_error"]:
+        return _say(f"I could not find expense {expense_id}: {lookup['output']}")
+    expense = lookup["output"]
+    payment = results.get("pay_expense")
+    if payment is None:
+        return _say(
+            f"Expense {expense_id} is {expense['amount']} {expense['currency']} for {expense['employee']} "
+            f"({expense['description']}), {expense['status']}. I will pay it; a reviewer must approve the payment.",
+            _call("pay_expense", expense_id=expense_id, amount=expense["amount"], currency=expense["currency"],
+                  recipient=expense["employee"]),
+        )
+    if payment["is_error"]:
+        return _say(f"The payment was not made: {payment['output']}")
+    receipt = payment["output"]
+    return _say(
+        f"Paid {receipt['amount']} {receipt['currency']} to {receipt['recipient']}; "
+        f"transaction {receipt['transaction_id']}."
+    )
+
+
+def _lookup_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    expense = EXPENSES.get(tool_input.get("expense_id", ""))
+    if expense is None:
+        raise LookupError(f"No expense {tool_input.get('expense_id')!r} in the sandbox books.")
+    return dict(expense)
+
+
+def _pay_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    # The operation id is stable across crashes: the tool call id lives in the checkpointed decision.
+    return sandbox_pay(
+        operation_id=f"{ctx.run_id}:{ctx.tool_call_id}",
+        expense_id=tool_input["expense_id"],
+        amount=str(tool_input["amount"]),
+        currency=tool_input["currency"],
+        recipient=tool_input["recipient"],
+    )
+
+
+def reimbursement_agent() -> AgentDefinition:
+    """Looks up an expense and pays it through an approval-gated, idempotent sandbox payment tool."""
+    return AgentDefinition(
+        name="reimbursement",
+        description="Pays an approved expense; every payment waits for a reviewer.",
+        system="You reimburse approved expenses. Look the expense up, then pay exactly that amount.",
+        max_steps=6,
+        model=_scripted(_reimbursement_policy, 6),
+        tools={
+            "lookup_expense": tool(
+                description="Read an expense from the books.",
+                input_schema={"type": "object", "properties": {"expense_id": {"type": "string"}},
+                              "required": ["expense_id"]},
+                execute=_lookup_expense,
+            ),
+            "pay_expense": tool(
+                description="Pay an expense to its employee. Needs a reviewer's approval.",
+                input_schema={
+                    "type": "object",
+                    "properties": {"expense_id": {"type": "string"}, "amount": {"type": "string"},
+                                   "currency": {"type": "string"}, "recipient": {"type": "string"}},
+                    "required": ["expense_id", "amount", "currency", "recipient"],
+                },
+                execute=_pay_expense,
+                needs_approval=True,
+            ),
+        },
+    )
+
+
+# ----------------------------------------------------------------------- coder
+
+
+def _lead_policy(request: dict[str, Any]) -> dict[str, Any]:
+    report = _results(request).get("coder")
+    if report is None:
+        task = _first_user_text(request) or "Fix the failing test."
+        return _say("I will hand this to the coder.", _call("coder", prompt=task))
+    if report["is_error"]:
+        return _say(f"The coder could not finish: {report['output']}")
+    return _say(f"The coder reports: {report['output']}")
+
+
+def _coder_policy(request: dict[str, Any]) -> dict[str, Any]:
+    shell = _results(request).get("run_shell")
+    if shell is None:
+        return _say("Running the test suite in the sandbox.", _call("run_shell", command="pytest -q tests/test_math.py"))
+    if shell["is_error"]:
+        return _say(f"I could not run the tests: {shell['output']}")
+    return _say(f"Ran `{shell['output']['command']}`: {shell['output']['output'].splitlines()[-1]}.")
+
+
+def _run_shell(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    return sandbox_shell(str(tool_input.get("command", "")))
+
+
+def coder_agent() -> AgentDefinition:
+    """A lead agent delegating to a ``coder`` sub-agent whose sandboxed ``run_shell`` needs approval."""
+    coder = agent_tool(
+        name="coder",
+        description="A coding sub-agent that can run shell commands in a sandbox.",
+        model=_scripted(_coder_policy, 4),
+        max_steps=4,
+        system="You fix code. Run the tests to check your work.",
+        tools={
+            "run_shell": tool(
+                description="Run a shell command in the sandbox. Needs a reviewer's approval.",
+                input_schema={"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+                execute=_run_shell,
+                needs_approval=True,
+            )
+        },
+    )
+    return AgentDefinition(
+        name="coder",
+        description="A lead agent with a coder sub-agent; every shell command waits for a reviewer.",
+        system="You lead a coding task and delegate the work to the coder.",
+        max_steps=4,
+        model=_scripted(_lead_policy, 4),
+        tools={"coder": coder},
+    )

@@ -1,0 +1,63 @@
+"""Errors of the runs service.
+
+ServiceError
+  RunNotFound
+  RunAlreadyExists
+  UnknownAgent
+  RunNotResumable
+StaleOwnerError (runs.runtime.OwnershipLostError)
+SealedDataError (runs.runtime.CheckpointCorruptError)
+"""
+
+from __future__ import annotations
+
+from runs.runtime.errors import CheckpointCorruptError, OwnershipLostError
+
+__all__ = [
+    "RunAlreadyExists",
+    "RunNotFound",
+    "RunNotResumable",
+    "SealedDataError",
+    "ServiceError",
+    "StaleOwnerError",
+    "UnknownAgent",
+]
+
+
+class ServiceError(Exception):
+    """Base for errors a caller of the runs services can act on."""
+
+
+class RunNotFound(ServiceError):
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"No run {run_id!r}.")
+        self.run_id = run_id
+
+
+class RunAlreadyExists(ServiceError):
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"A run {run_id!r} exists already.")
+        self.run_id = run_id
+
+
+class UnknownAgent(ServiceError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"No agent named {name!r} is registered.")
+        self.name = name
+
+
+class RunNotResumable(ServiceError):
+    """The run is in a state where the asked transition makes no sense (cancelled, completed...)."""
+
+
+class StaleOwnerError(OwnershipLostError):
+    """A write came from an owner epoch older than the run's: another worker owns the run now."""
+
+    def __init__(self, run_id: str, epoch: int | None) -> None:
+        super().__init__(f"Run {run_id!r} is no longer owned by epoch {epoch}; the write was rejected.")
+        self.run_id = run_id
+        self.epoch = epoch
+
+
+class SealedDataError(CheckpointCorruptError):
+    """Stored data cannot be unsealed: no key, or none of the keys opens it. Never an empty history."""

@@ -1,0 +1,24 @@
+"""`manage.py worker`: a standalone worker process that claims runs by lease and executes them."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.worker import run_worker, worker_id_default
+
+
+class Command(BaseCommand):
+    help = "Claim queued runs (and runs whose lease lapsed) and execute them until stopped."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--concurrency", type=int, default=4, help="Legs run at once (default 4).")
+        parser.add_argument("--worker-id", default=None, help="Name in leases and logs (default host:pid).")
+        parser.add_argument("--poll", type=float, default=0.5, help="Seconds between claim attempts when idle.")
+
+    def handle(self, *args, concurrency, worker_id, poll, **options):
+        if concurrency < 1:
+            raise CommandError("--concurrency must be at least 1.")
+        if poll <= 0:
+            raise CommandError("--poll must be a positive number of seconds.")
+        self.stdout.write(f"Worker {worker_id or worker_id_default()} claiming runs (concurrency {concurrency}).")
+        run_worker(concurrency=concurrency, worker_id=worker_id, poll_seconds=poll)

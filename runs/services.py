@@ -1,0 +1,207 @@
+"""Writes for runs: starting, claiming, leasing, finishing, cancelling, resuming.
+
+Every write on behalf of a worker names the owner epoch it holds and is accepted only while that epoch
+is the run's (checked in the same statement as the write).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from runs.agents import agent_get
+from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, StaleOwnerError
+from runs.models import Leg, Run
+from runs.notify import runs_notify
+from runs.runtime.codec import encode_value
+
+__all__ = [
+    "Claim",
+    "run_cancel",
+    "run_cancel_requested",
+    "run_claim",
+    "run_lease_renew",
+    "run_leg_finish",
+    "run_requeue",
+    "run_start",
+]
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's ownership of a run for one leg."""
+
+    run_id: str
+    epoch: int
+    leg: int
+    kind: str
+    cancel_requested: bool = False
+
+
+def _lease_until():
+    return timezone.now() + timedelta(seconds=settings.DEUZ_LEASE_SECONDS)
+
+
+@transaction.atomic
+def run_start(
+    *, agent: str, messages: list[dict[str, Any]], run_id: str | None = None, user: AbstractBaseUser | None = None
+) -> Run:
+    """Queue a new run of ``agent`` on ``messages``; ``run_id`` is minted when not given."""
+    agent_get(agent)  # raises UnknownAgent
+    run = Run(
+        run_id=run_id or f"run_{timezone.now():%Y%m%d}_{_token()}",
+        agent=agent,
+        status=Run.Status.QUEUED,
+        created_by=user if user is not None and user.is_authenticated else None,
+        input_messages=json.dumps(encode_value(messages), ensure_ascii=False),
+    )
+    run.full_clean(validate_unique=False)
+    try:
+        with transaction.atomic():
+            run.save()
+    except IntegrityError:
+        raise RunAlreadyExists(run.run_id) from None
+    transaction.on_commit(runs_notify)
+    return run
+
+
+def _token() -> str:
+    import secrets
+
+    return secrets.token_hex(6)
+
+
+def run_claim(*, worker_id: str, limit: int = 1) -> list[Claim]:
+    """Take up to ``limit`` runs that need a leg: queued ones, and running ones whose lease lapsed.
+
+    A claim increments the owner epoch, so the previous owner's writes are rejected from now on.
+    PostgreSQL skips rows another worker is claiming; SQLite serializes writers, and the epoch
+    compare-and-set keeps either correct.
+    """
+    now = timezone.now()
+    claimable = Q(status=Run.Status.QUEUED, cancel_requested=False) | Q(
+        status=Run.Status.RUNNING, lease_expires_at__lt=now
+    )
+    claims = []
+    with transaction.atomic():
+        candidates = Run.objects.filter(claimable).order_by("updated_at", "id")
+        if connection.vendor == "postgresql":
+            candidates = candidates.select_for_update(skip_locked=True)
+        for run in candidates.only("id", "run_id", "status", "owner_epoch", "cancel_requested")[:limit]:
+            epoch = run.owner_epoch + 1
+            kind = _leg_kind(run)
+            taken = Run.objects.filter(pk=run.pk, owner_epoch=run.owner_epoch).update(
+                owner_epoch=epoch,
+                status=Run.Status.RUNNING,
+                worker_id=worker_id,
+                lease_expires_at=_lease_until(),
+                updated_at=now,
+            )
+            if not taken:
+                continue
+            number = Leg.objects.filter(run_id=run.pk).count() + 1
+            Leg.objects.create(run_id=run.pk, number=number, kind=kind, owner_epoch=epoch, worker_id=worker_id)
+            claims.append(Claim(run.run_id, epoch, number, kind, run.cancel_requested))
+    return claims
+
+
+def _leg_kind(run: Run) -> str:
+    if run.status == Run.Status.RUNNING:
+        return Leg.Kind.RECOVERY  # its owner's lease lapsed: the owner died or hung
+    if run.step_index >= 0 or Leg.objects.filter(run_id=run.pk).exists():
+        return Leg.Kind.VERDICT
+    return Leg.Kind.START
+
+
+def run_lease_renew(*, run_id: str, epoch: int) -> bool:
+    """Extend the lease; False when the epoch is no longer the run's (the caller must abandon the run).
+    Returns True while owned; cancellation is read separately with run_cancel_requested."""
+    return bool(
+        Run.objects.filter(run_id=run_id, owner_epoch=epoch).update(lease_expires_at=_lease_until())
+    )
+
+
+def run_cancel_requested(*, run_id: str) -> bool:
+    return Run.objects.filter(run_id=run_id, cancel_requested=True).exists()
+
+
+@transaction.atomic
+def run_leg_finish(
+    *, run_id: str, epoch: int, leg: int, finish_reason: str, usage: dict[str, Any], error: str = ""
+) -> Run:
+    """Close a leg and release the lease. A suspended run keeps the status its checkpoint set (a verdict may
+    already have queued it); the others end completed, cancelled, failed or needs_review."""
+    run = Run.objects.select_for_update().filter(run_id=run_id, owner_epoch=epoch).first()
+    if run is None:
+        raise StaleOwnerError(run_id, epoch)
+    Leg.objects.filter(run=run, number=leg).update(
+        ended_at=timezone.now(), finish_reason=finish_reason, usage=usage, error=error
+    )
+    run.lease_expires_at = None
+    run.worker_id = ""
+    run.finish_reason = finish_reason
+    run.error = error
+    if finish_reason == "suspended":
+        if run.cancel_requested:
+            run.status = Run.Status.CANCELLED
+    elif finish_reason == "aborted":
+        run.status = Run.Status.CANCELLED if run.cancel_requested else Run.Status.QUEUED
+    elif finish_reason == "error":
+        run.status = Run.Status.FAILED
+    elif finish_reason == "needs_review":
+        run.status = Run.Status.NEEDS_REVIEW
+    else:  # stop, stop-condition, max-steps
+        run.status = Run.Status.COMPLETED
+    run.save(update_fields=["lease_expires_at", "worker_id", "finish_reason", "error", "status", "updated_at"])
+    if run.status == Run.Status.QUEUED:
+        transaction.on_commit(runs_notify)
+    return run
+
+
+@transaction.atomic
+def run_cancel(*, run_id: str) -> Run:
+    """Stop the run: no new model call, no new effect. A running leg stops at its next await point."""
+    run = _run_locked(run_id)
+    if run.is_terminal:
+        raise RunNotResumable(f"The run is {run.get_status_display().lower()}; there is nothing to cancel.")
+    run.cancel_requested = True
+    if run.status != Run.Status.RUNNING:
+        run.status = Run.Status.CANCELLED
+        run.finish_reason = "cancelled"
+    run.save(update_fields=["cancel_requested", "status", "finish_reason", "updated_at"])
+    from approvals.models import ApprovalRequest
+
+    ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
+        status=ApprovalRequest.Status.SUPERSEDED
+    )
+    return run
+
+
+@transaction.atomic
+def run_requeue(*, run_id: str) -> Run:
+    """Queue another leg for a run that failed or needs review (an operator's `runs resume`)."""
+    run = _run_locked(run_id)
+    if run.status not in {Run.Status.FAILED, Run.Status.NEEDS_REVIEW}:
+        raise RunNotResumable(
+            f"Only failed runs and runs that need review can be resumed by hand; this one is {run.status}."
+        )
+    run.status = Run.Status.QUEUED
+    run.error = ""
+    run.save(update_fields=["status", "error", "updated_at"])
+    transaction.on_commit(runs_notify)
+    return run
+
+
+def _run_locked(run_id: str) -> Run:
+    try:
+        return Run.objects.select_for_update().get(run_id=run_id)
+    except Run.DoesNotExist:
+        raise RunNotFound(run_id) from None
+

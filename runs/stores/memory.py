@@ -1,0 +1,5 @@
+"""In-memory back ends: the runtime's reference stores, for tests and demos (not production)."""
+
+from runs.runtime.stores import InMemorySessionStore
+
+__all__ = ["InMemorySessionStore"]

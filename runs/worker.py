@@ -1,0 +1,187 @@
+"""The worker: claims runs by lease and executes their legs concurrently on one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+
+from approvals.services import approval_expire_due, approval_verdicts_for_resume
+from runs.agents import agent_build
+from runs.faults import fault_probe
+from runs.models import Run
+from runs.runtime import Deps
+from runs.runtime.codec import decode_value
+from runs.runtime.durable import (
+    CheckpointCorruptError,
+    DurableSession,
+    OwnershipLostError,
+    create_approval_signer,
+    resume_stream_from_checkpoint,
+)
+from runs.runtime.loops import stream_chat
+from runs.runtime.redact import redact
+from runs.services import Claim, run_cancel_requested, run_claim, run_lease_renew, run_leg_finish
+from runs.stores import get_store
+
+__all__ = ["Worker", "worker_id_default"]
+
+logger = logging.getLogger("deuz.worker")
+
+
+def worker_id_default() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _secrets() -> tuple[str, ...]:
+    values = [settings.DEUZ_APPROVAL_SECRET, settings.SECRET_KEY, *settings.DEUZ_ENCRYPTION_KEYS]
+    values += [os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")]
+    return tuple(value for value in values if value)
+
+
+class Worker:
+    """Claims up to ``concurrency`` runs at a time and runs each leg while renewing its lease."""
+
+    def __init__(self, *, worker_id: str | None = None, concurrency: int = 4, poll_seconds: float = 0.5) -> None:
+        if concurrency < 1:
+            raise ValueError("A worker needs a concurrency of at least 1.")
+        self.worker_id = worker_id or worker_id_default()
+        self.concurrency = concurrency
+        self.poll_seconds = poll_seconds
+        self.stopping = asyncio.Event()
+        self.active: dict[str, asyncio.Task[None]] = {}
+        self.fault = fault_probe(settings.DEUZ_FAULT)
+        self.signer = create_approval_signer(secret=settings.DEUZ_APPROVAL_SECRET)
+
+    async def run(self) -> None:
+        """Claim and execute until ``stop()``; active legs are aborted then and their runs queued again."""
+        logger.info("Worker %s started (concurrency %d).", self.worker_id, self.concurrency)
+        sweep_every, since_sweep = 10, 10
+        while not self.stopping.is_set():
+            since_sweep += 1
+            if since_sweep >= sweep_every:
+                since_sweep = 0
+                await sync_to_async(approval_expire_due)()
+            free = self.concurrency - len(self.active)
+            claims = await sync_to_async(run_claim)(worker_id=self.worker_id, limit=free) if free else []
+            for claim in claims:
+                self.active[claim.run_id] = asyncio.create_task(self.execute(claim), name=f"leg:{claim.run_id}")
+                self.active[claim.run_id].add_done_callback(lambda task, run_id=claim.run_id: self.active.pop(run_id, None))
+            if not claims:
+                waiters = [asyncio.ensure_future(self.stopping.wait())]
+                try:
+                    await asyncio.wait([*waiters, *self.active.values()], timeout=self.poll_seconds,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for waiter in waiters:
+                        waiter.cancel()
+        for task in list(self.active.values()):
+            task.cancel()
+        await asyncio.gather(*self.active.values(), return_exceptions=True)
+        logger.info("Worker %s stopped.", self.worker_id)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def execute(self, claim: Claim) -> None:
+        """One leg: build the agent, start or resume the run, drain its parts, close the leg."""
+        lost = asyncio.Event()
+        signal = asyncio.Event()
+        keeper = asyncio.create_task(self._keep_lease(claim, signal, lost))
+        finish_reason, usage, error = "error", {}, ""
+        try:
+            stream = await self._start_leg(claim, signal)
+            async for part in stream.full_stream:
+                await self.publish(claim, part)
+            result = await stream.result
+            finish_reason, usage = result.finish_reason, result.usage
+        except OwnershipLostError:
+            lost.set()
+        except CheckpointCorruptError as exc:
+            finish_reason, error = "needs_review", redact(str(exc), _secrets())
+        except asyncio.CancelledError:
+            keeper.cancel()
+            await self._close(claim, "aborted", {}, "The worker stopped during this leg.", lost)
+            raise
+        except Exception as exc:  # a failed leg fails its run, never the worker
+            logger.exception("Leg %s of run %s failed.", claim.leg, claim.run_id)
+            error = redact(f"{type(exc).__name__}: {exc}", _secrets())
+        finally:
+            keeper.cancel()
+        await self._close(claim, finish_reason, usage, error, lost)
+
+    async def _close(self, claim: Claim, finish_reason: str, usage: dict, error: str, lost: asyncio.Event) -> None:
+        if lost.is_set():
+            logger.warning("Run %s is owned by a newer epoch than %d; this worker abandons it.", claim.run_id, claim.epoch)
+            return
+        try:
+            await sync_to_async(run_leg_finish)(
+                run_id=claim.run_id, epoch=claim.epoch, leg=claim.leg, finish_reason=finish_reason, usage=usage,
+                error=error,
+            )
+        except OwnershipLostError:
+            logger.warning("Run %s was claimed by another worker before its leg closed; abandoned.", claim.run_id)
+
+    async def _start_leg(self, claim: Claim, signal: asyncio.Event) -> Any:
+        run = await Run.objects.aget(run_id=claim.run_id)
+        definition = await sync_to_async(agent_build)(run.agent)
+        store = get_store("sessions").fenced(run.run_id, claim.epoch)
+        options = dict(
+            model=definition.model,
+            tools=definition.tools,
+            max_steps=definition.max_steps,
+            system=definition.system,
+            approve_tool_call=definition.approve_tool_call,
+            approval_signer=self.signer,
+            approval_max_age_ms=settings.DEUZ_APPROVAL_MAX_AGE_SECONDS * 1000,
+            signal=signal,
+            deps=Deps(fault=self.fault, secrets=_secrets(), logger=logging.getLogger("deuz.runtime")),
+        )
+        if await store.aload(run.run_id) is None:
+            messages = decode_value(json.loads(run.input_messages))
+            return stream_chat(messages=messages, session=DurableSession(store=store, run_id=run.run_id), **options)
+        verdicts = await sync_to_async(approval_verdicts_for_resume)(run=run)
+        return resume_stream_from_checkpoint(store, run.run_id, approval_responses=verdicts, **options)
+
+    async def _keep_lease(self, claim: Claim, signal: asyncio.Event, lost: asyncio.Event) -> None:
+        """Renew the lease at a third of its life; on a lost epoch or a cancel, abort the leg."""
+        interval = max(settings.DEUZ_LEASE_SECONDS / 3, 0.2)
+        while True:
+            await asyncio.sleep(interval)
+            owned = await sync_to_async(run_lease_renew)(run_id=claim.run_id, epoch=claim.epoch)
+            if not owned:
+                lost.set()
+                signal.set()
+                return
+            if await sync_to_async(run_cancel_requested)(run_id=claim.run_id):
+                signal.set()
+
+    async def publish(self, claim: Claim, part: dict[str, Any]) -> None:
+        """Where each stream part goes (the journal and live push come with the resumable wire)."""
+        return None
+
+
+def run_worker(*, concurrency: int, worker_id: str | None = None, poll_seconds: float = 0.5) -> None:
+    """Run a worker on a new event loop until SIGINT/SIGTERM."""
+    import signal as signals
+
+    close_old_connections()
+    worker = Worker(worker_id=worker_id, concurrency=concurrency, poll_seconds=poll_seconds)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signals.SIGINT, signals.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, worker.stop)
+            except (NotImplementedError, RuntimeError):  # not the main thread
+                pass
+        await worker.run()
+
+    asyncio.run(main())
