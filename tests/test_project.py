@@ -6,6 +6,7 @@ import pytest
 from django.core.management import call_command
 
 
+@pytest.mark.django_db  # model checks ask the database what it supports (JSONField, indexes)
 def test_system_checks_pass():
     call_command("check", fail_level="WARNING")
 
