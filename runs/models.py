@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-__all__ = ["Checkpoint", "Leg", "RUN_ID_VALIDATOR", "Run", "RunMessage", "SandboxPayment"]
+__all__ = ["Checkpoint", "Effect", "Leg", "RUN_ID_VALIDATOR", "Run", "RunMessage", "SandboxPayment"]
 
 RUN_ID_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9._:-]{1,200}$", "A run id is 1-200 characters of letters, digits, '.', '_', ':' and '-'."
@@ -152,3 +152,38 @@ class SandboxPayment(models.Model):
     def receipt(self) -> dict:
         return {"transaction_id": self.transaction_id, "operation_id": self.operation_id, **self.request,
                 "status": "committed"}
+
+
+class Effect(models.Model):
+    """The effect ledger: one row per operation a side-effecting tool performs, written before the call.
+
+    An operation runs at most once: a committed one replays its receipt, an unknown one is reconciled with the
+    outside system before anything is retried, and a request that changed under the same id is refused.
+    """
+
+    class Status(models.TextChoices):
+        INTENT = "intent", "Attempting"
+        COMMITTED = "committed", "Committed"
+        RECONCILED = "reconciled", "Reconciled"
+        FAILED = "failed", "Failed"
+        UNKNOWN = "unknown", "Outcome unknown"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="effects")
+    operation_id = models.CharField(max_length=300, unique=True)
+    tool_call_id = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=200)
+    fingerprint = models.CharField(max_length=64)
+    request = models.JSONField()
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.INTENT)
+    receipt = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    owner_epoch = models.PositiveBigIntegerField(help_text="The epoch of the last worker that wrote it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.operation_id} ({self.status})"

@@ -14,10 +14,10 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from approvals.services import approval_expire_due, approval_verdicts_for_resume
-from runs.agents import agent_build
+from runs.agents import LegContext, agent_build
 from runs.faults import fault_probe
 from runs.models import Run
-from runs.runtime import Deps
+from runs.runtime import Deps, RunHalted
 from runs.runtime.codec import decode_value
 from runs.runtime.durable import (
     CheckpointCorruptError,
@@ -90,6 +90,18 @@ class Worker:
     def stop(self) -> None:
         self.stopping.set()
 
+    async def drain(self, *, max_legs: int = 100) -> int:
+        """Execute claimable runs one leg at a time until none is left (tests, `runs resume --now`).
+        Returns the number of legs run."""
+        legs = 0
+        while legs < max_legs:
+            claims = await sync_to_async(run_claim)(worker_id=self.worker_id, limit=1)
+            if not claims:
+                return legs
+            await self.execute(claims[0])
+            legs += 1
+        return legs
+
     async def execute(self, claim: Claim) -> None:
         """One leg: build the agent, start or resume the run, drain its parts, close the leg."""
         lost = asyncio.Event()
@@ -104,7 +116,7 @@ class Worker:
             finish_reason, usage = result.finish_reason, result.usage
         except OwnershipLostError:
             lost.set()
-        except CheckpointCorruptError as exc:
+        except (CheckpointCorruptError, RunHalted) as exc:
             finish_reason, error = "needs_review", redact(str(exc), _secrets())
         except asyncio.CancelledError:
             keeper.cancel()
@@ -131,7 +143,8 @@ class Worker:
 
     async def _start_leg(self, claim: Claim, signal: asyncio.Event) -> Any:
         run = await Run.objects.aget(run_id=claim.run_id)
-        definition = await sync_to_async(agent_build)(run.agent)
+        leg = LegContext(run.run_id, claim.epoch, self.fault)
+        definition = await sync_to_async(agent_build)(run.agent, leg=leg)
         store = get_store("sessions").fenced(run.run_id, claim.epoch)
         options = dict(
             model=definition.model,

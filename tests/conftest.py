@@ -31,3 +31,18 @@ def run_python():
         )
 
     return run
+
+
+@pytest.fixture
+def drain_runs(settings):
+    """Run every claimable leg in this process until none is left; returns how many legs ran."""
+    from asgiref.sync import async_to_sync
+
+    from runs.worker import Worker
+
+    settings.DEUZ_DEMO_DELAY_MS = 0
+
+    def drain(max_legs: int = 50) -> int:
+        return async_to_sync(Worker(worker_id="test-worker", concurrency=1).drain)(max_legs=max_legs)
+
+    return drain

@@ -14,7 +14,7 @@ from django.utils.module_loading import import_string
 
 from runs.errors import UnknownAgent
 
-__all__ = ["AgentDefinition", "agent_build", "agent_get", "agent_names"]
+__all__ = ["AgentDefinition", "LegContext", "agent_build", "agent_get", "agent_names"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +42,15 @@ def agent_get(name: str) -> Callable[[], AgentDefinition]:
     return import_string(path)
 
 
-def agent_build(name: str) -> AgentDefinition:
+@dataclass(frozen=True)
+class LegContext:
+    """What an agent's tools may need from the leg that runs them: the run, the owner epoch, the crash probe."""
+
+    run_id: str
+    epoch: int
+    fault: Callable[[str], None] = lambda point: None
+
+
+def agent_build(name: str, *, leg: LegContext | None = None) -> AgentDefinition:
     """A fresh definition (new model objects, so scripted models start their script anew)."""
-    return agent_get(name)()
+    return agent_get(name)(leg=leg)

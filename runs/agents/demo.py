@@ -11,8 +11,9 @@ from typing import Any
 
 from django.conf import settings
 
-from runs.agents import AgentDefinition
-from runs.agents.sandbox import EXPENSES, sandbox_pay, sandbox_shell
+from runs.agents import AgentDefinition, LegContext
+from runs.agents.sandbox import EXPENSES, sandbox_pay, sandbox_payment_lookup, sandbox_shell
+from runs.effects import EffectFence, effect_perform
 from runs.runtime import agent_tool, tool
 from runs.runtime.testing import ScriptedModel
 
@@ -88,18 +89,32 @@ def _lookup_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return dict(expense)
 
 
-def _pay_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    # The operation id is stable across crashes: the tool call id lives in the checkpointed decision.
-    return sandbox_pay(
-        operation_id=f"{ctx.run_id}:{ctx.tool_call_id}",
-        expense_id=tool_input["expense_id"],
-        amount=str(tool_input["amount"]),
-        currency=tool_input["currency"],
-        recipient=tool_input["recipient"],
-    )
+def _pay_expense_for(leg: LegContext | None):
+    def pay_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        # The operation id is stable across crashes: the tool call id lives in the checkpointed decision.
+        operation_id = f"{ctx.run_id}:{ctx.tool_call_id}"
+        request = {
+            "expense_id": tool_input["expense_id"],
+            "amount": str(tool_input["amount"]),
+            "currency": tool_input["currency"],
+            "recipient": tool_input["recipient"],
+        }
+        if leg is None:  # outside a worker (a script): the provider's idempotency alone
+            return sandbox_pay(operation_id=operation_id, **request)
+        return effect_perform(
+            fence=EffectFence(leg.run_id, leg.epoch, leg.fault),
+            operation_id=operation_id,
+            tool_call_id=ctx.tool_call_id,
+            tool_name=ctx.tool_name,
+            request=request,
+            perform=lambda: sandbox_pay(operation_id=operation_id, **request),
+            reconcile=lambda: sandbox_payment_lookup(operation_id=operation_id),
+        )
+
+    return pay_expense
 
 
-def reimbursement_agent() -> AgentDefinition:
+def reimbursement_agent(*, leg: LegContext | None = None) -> AgentDefinition:
     """Looks up an expense and pays it through an approval-gated, idempotent sandbox payment tool."""
     return AgentDefinition(
         name="reimbursement",
@@ -122,7 +137,7 @@ def reimbursement_agent() -> AgentDefinition:
                                    "currency": {"type": "string"}, "recipient": {"type": "string"}},
                     "required": ["expense_id", "amount", "currency", "recipient"],
                 },
-                execute=_pay_expense,
+                execute=_pay_expense_for(leg),
                 needs_approval=True,
             ),
         },
@@ -155,7 +170,7 @@ def _run_shell(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return sandbox_shell(str(tool_input.get("command", "")))
 
 
-def coder_agent() -> AgentDefinition:
+def coder_agent(*, leg: LegContext | None = None) -> AgentDefinition:
     """A lead agent delegating to a ``coder`` sub-agent whose sandboxed ``run_shell`` needs approval."""
     coder = agent_tool(
         name="coder",

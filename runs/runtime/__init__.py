@@ -9,6 +9,7 @@ from .errors import (
     CheckpointNotFoundError,
     OwnershipLostError,
     RunError,
+    RunHalted,
     ScriptExhaustedError,
     StoreUnavailableError,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "OwnershipLostError",
     "PrepareStepContext",
     "RunError",
+    "RunHalted",
     "ScriptExhaustedError",
     "StepResult",
     "StopContext",

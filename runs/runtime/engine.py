@@ -16,7 +16,7 @@ from typing import Any
 from .approvals import DENIED_BY_DEFAULT_REASON, DENIED_REASON, find_response, mint_request, settle_verdict
 from .codec import CHECKPOINT_VERSION
 from .deps import Deps
-from .errors import OwnershipLostError, StoreUnavailableError
+from .errors import OwnershipLostError, RunHalted, StoreUnavailableError
 from .redact import redact
 from .results import GenerateTextResult, StepResult
 from .stop import StopContext
@@ -508,7 +508,7 @@ class _Leg:
             phase.requests.extend(suspension.pending)
             outcome.suspended = True
             return
-        except (OwnershipLostError, StoreUnavailableError, asyncio.CancelledError):
+        except (OwnershipLostError, RunHalted, StoreUnavailableError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a failing tool is a result the model reacts to, never a dead run
             message = redact(str(exc) or type(exc).__name__, self.deps.secrets)

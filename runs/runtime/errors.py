@@ -5,6 +5,7 @@ RunError
   StoreUnavailableError
   CheckpointCorruptError
   OwnershipLostError
+  RunHalted
   ScriptExhaustedError
 """
 
@@ -15,6 +16,7 @@ __all__ = [
     "CheckpointNotFoundError",
     "OwnershipLostError",
     "RunError",
+    "RunHalted",
     "ScriptExhaustedError",
     "StoreUnavailableError",
 ]
@@ -46,6 +48,11 @@ class CheckpointCorruptError(RunError):
 
 class OwnershipLostError(RunError):
     """A store rejected a write because another worker owns the run now; the leg must stop at once."""
+
+
+class RunHalted(RunError):
+    """A tool stops the leg for people to look (an effect whose outcome cannot be established); not an
+    ordinary tool error the model could react to. The last checkpoint stays, so the run can resume later."""
 
 
 class ScriptExhaustedError(RunError):

@@ -83,7 +83,7 @@ def openai_client(api: FakeAPI, *, max_retries: int = 0) -> openai.AsyncOpenAI:
 
 
 def claude(api: FakeAPI, **options: Any) -> AnthropicModel:
-    return AnthropicModel("claude-sonnet-4-5", client=anthropic_client(api), **options)
+    return AnthropicModel("claude-sonnet-4-6", client=anthropic_client(api), **options)
 
 
 def gpt(api: FakeAPI, **options: Any) -> OpenAIChatModel:
@@ -192,7 +192,7 @@ async def test_anthropic_request_sends_model_max_tokens_and_stream():
     api = FakeAPI(rec.ANTHROPIC_TEXT)
     await events_of(claude(api, max_tokens=1024))
     body = api.bodies[0]
-    assert (body["model"], body["max_tokens"], body["stream"]) == ("claude-sonnet-4-5", 1024, True)
+    assert (body["model"], body["max_tokens"], body["stream"]) == ("claude-sonnet-4-6", 1024, True)
     assert api.requests[0].url.path == "/v1/messages"
 
 
@@ -348,7 +348,7 @@ async def test_anthropic_server_error_raises_when_the_client_does_not_retry():
 async def test_anthropic_server_error_is_retried_by_a_client_that_retries():
     failure = httpx2.Response(500, headers={"retry-after-ms": "1"}, json=rec.ANTHROPIC_500_BODY)
     api = FakeAPI(failure, rec.ANTHROPIC_TEXT)
-    model = AnthropicModel("claude-sonnet-4-5", client=anthropic_client(api, max_retries=1))
+    model = AnthropicModel("claude-sonnet-4-6", client=anthropic_client(api, max_retries=1))
     events = await events_of(model)
     assert (len(api.requests), events[-1]["type"]) == (2, "finish")
 
@@ -404,12 +404,12 @@ async def test_create_anthropic_makes_models_that_call_their_model_id():
 
 
 def test_anthropic_model_builds_its_client_from_api_key_and_base_url():
-    model = create_anthropic(api_key=ANTHROPIC_KEY, base_url="http://claude.internal:8080")("claude-sonnet-4-5")
-    assert (model.client.api_key, str(model.client.base_url)) == (ANTHROPIC_KEY, "http://claude.internal:8080/")
+    model = create_anthropic(api_key=ANTHROPIC_KEY, base_url="http://claude.internal:8080")("claude-sonnet-4-6")
+    assert (model.client.api_key, str(model.client.base_url).rstrip("/")) == (ANTHROPIC_KEY, "http://claude.internal:8080")
 
 
 def test_anthropic_model_builds_one_client_per_event_loop():
-    model = AnthropicModel("claude-sonnet-4-5", api_key=ANTHROPIC_KEY)
+    model = AnthropicModel("claude-sonnet-4-6", api_key=ANTHROPIC_KEY)
 
     async def clients() -> tuple[Any, Any]:
         return model.client, model.client
@@ -422,7 +422,7 @@ def test_anthropic_model_builds_one_client_per_event_loop():
 
 def test_anthropic_model_refuses_a_client_together_with_an_api_key():
     with pytest.raises(TypeError):
-        AnthropicModel("claude-sonnet-4-5", client=anthropic_client(FakeAPI()), api_key=ANTHROPIC_KEY)
+        AnthropicModel("claude-sonnet-4-6", client=anthropic_client(FakeAPI()), api_key=ANTHROPIC_KEY)
 
 
 # ========================================================================= OpenAI: the response
@@ -455,10 +455,9 @@ async def test_openai_tool_call_deltas_are_assembled_by_index_into_tool_calls():
 async def test_openai_text_deltas_leave_as_they_arrive():
     body = Trickle(rec.OPENAI_TEXT)
     model = gpt(FakeAPI(sse(body)))
-    async for event in model.stream(request()):
-        if event["type"] == "text-delta":
-            assert body.sent == body.position('"Hello"')
-            break
+    sent_at = [body.sent async for event in model.stream(request()) if event["type"] == "text-delta"]
+    assert sent_at[0] == body.position('"Hello"')
+    assert sent_at[0] < len(body.events)
 
 
 # ========================================================================== OpenAI: the request
@@ -592,10 +591,10 @@ async def test_generate_text_runs_a_tool_loop_on_openai():
 
 def test_create_openai_points_models_at_a_compatible_server():
     model = create_openai(api_key=OPENAI_KEY, base_url="http://localhost:8000/v1")("llama-3.1-8b")
-    assert (model.model_id, model.client.api_key, str(model.client.base_url)) == (
+    assert (model.model_id, model.client.api_key, str(model.client.base_url).rstrip("/")) == (
         "llama-3.1-8b",
         OPENAI_KEY,
-        "http://localhost:8000/v1/",
+        "http://localhost:8000/v1",
     )
 
 
