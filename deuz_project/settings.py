@@ -131,6 +131,8 @@ def _database_from_url(url: str) -> dict:
         options.setdefault("timeout", 20)
         options.setdefault("transaction_mode", "IMMEDIATE")
         options.setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+        # Tests run worker processes against the test database, so it must be a file, not memory.
+        config.setdefault("TEST", {}).setdefault("NAME", str(BASE_DIR / "test-db.sqlite3"))
     return config
 
 

@@ -11,12 +11,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from approvals.services import approval_expire_due, approval_verdicts_for_resume
 from runs.agents import LegContext, agent_build
 from runs.faults import fault_probe
 from runs.models import Run
+from runs.notify import CHANNEL
 from runs.runtime import Deps, RunHalted
 from runs.runtime.codec import decode_value
 from runs.runtime.durable import (
@@ -63,6 +64,8 @@ class Worker:
     async def run(self) -> None:
         """Claim and execute until ``stop()``; active legs are aborted then and their runs queued again."""
         logger.info("Worker %s started (concurrency %d).", self.worker_id, self.concurrency)
+        wake = asyncio.Event()
+        listener = asyncio.create_task(self._listen(wake)) if connection.vendor == "postgresql" else None
         sweep_every, since_sweep = 10, 10
         while not self.stopping.is_set():
             since_sweep += 1
@@ -75,17 +78,40 @@ class Worker:
                 self.active[claim.run_id] = asyncio.create_task(self.execute(claim), name=f"leg:{claim.run_id}")
                 self.active[claim.run_id].add_done_callback(lambda task, run_id=claim.run_id: self.active.pop(run_id, None))
             if not claims:
-                waiters = [asyncio.ensure_future(self.stopping.wait())]
+                wake.clear()
+                waiters = [asyncio.ensure_future(self.stopping.wait()), asyncio.ensure_future(wake.wait())]
                 try:
                     await asyncio.wait([*waiters, *self.active.values()], timeout=self.poll_seconds,
                                        return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     for waiter in waiters:
                         waiter.cancel()
+        if listener is not None:
+            listener.cancel()
         for task in list(self.active.values()):
             task.cancel()
         await asyncio.gather(*self.active.values(), return_exceptions=True)
         logger.info("Worker %s stopped.", self.worker_id)
+
+    async def _listen(self, wake: asyncio.Event) -> None:
+        """PostgreSQL: wake the claim loop on NOTIFY instead of waiting for the next poll."""
+        import psycopg
+
+        params = connection.settings_dict
+        while not self.stopping.is_set():
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    dbname=params["NAME"], user=params.get("USER") or None, password=params.get("PASSWORD") or None,
+                    host=params.get("HOST") or None, port=params.get("PORT") or None, autocommit=True,
+                ) as listen_connection:
+                    await listen_connection.execute(f"LISTEN {CHANNEL}")
+                    async for _ in listen_connection.notifies():
+                        wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the poll still works; retry the listener later
+                logger.warning("LISTEN %s failed (%s); relying on the poll.", CHANNEL, type(exc).__name__)
+                await asyncio.sleep(5)
 
     def stop(self) -> None:
         self.stopping.set()

@@ -278,6 +278,22 @@ async def test_anthropic_merges_consecutive_same_role_turns_with_tool_results_fi
     ]
 
 
+async def test_anthropic_puts_tool_results_before_user_text_that_came_ahead_of_them():
+    # The API rejects a turn after tool_use whose tool_result blocks are not its first blocks.
+    api = FakeAPI(rec.ANTHROPIC_TEXT)
+    req = request(
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": [WEATHER_CALL]},
+        {"role": "user", "content": "Hurry up."},
+        {"role": "tool", "content": [result("toolu_1", "get_weather", "18C")]},
+    )
+    await events_of(claude(api), req)
+    assert api.bodies[0]["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C", "is_error": False},
+        {"type": "text", "text": "Hurry up."},
+    ]
+
+
 async def test_anthropic_drops_an_empty_assistant_turn_and_merges_the_user_turns_around_it():
     api = FakeAPI(rec.ANTHROPIC_TEXT)
     req = request(

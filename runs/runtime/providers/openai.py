@@ -102,7 +102,7 @@ class OpenAIChatModel:
                                 call["name"] = piece.function.name
                             if piece.function.arguments:
                                 call["arguments"].append(piece.function.arguments)
-        for index in sorted(calls, reverse=True):
+        for index in sorted(calls):
             yield _tool_call(calls[index])
         yield {"type": "finish", "usage": usage}
 

@@ -1,0 +1,108 @@
+"""What only the database store does: fencing, writing only what changed, encryption at rest."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography.fernet import Fernet
+
+from runs.errors import SealedDataError, StaleOwnerError
+from runs.models import Checkpoint, Run, RunMessage
+from runs.stores.db import DatabaseSessionStore
+from tests.runs.test_store_contract import checkpoint, history
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owned_run():
+    return Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+
+
+def test_the_current_owner_may_write(owned_run):
+    DatabaseSessionStore().fenced("r1", 3).save(checkpoint())
+    assert Checkpoint.objects.filter(run=owned_run, owner_epoch=3).count() == 1
+
+
+def test_a_stale_owner_is_rejected_and_writes_nothing(owned_run):
+    with pytest.raises(StaleOwnerError):
+        DatabaseSessionStore().fenced("r1", 2).save(checkpoint(messages=history(3)))
+    assert (Checkpoint.objects.count(), RunMessage.objects.count()) == (0, 0)
+
+
+def test_a_stale_owner_cannot_write_a_sub_agent_checkpoint_either(owned_run):
+    with pytest.raises(StaleOwnerError):
+        DatabaseSessionStore().fenced("r1", 2).save(checkpoint("r1::coder#t1"))
+
+
+def test_a_fenced_store_refuses_another_runs_checkpoint(owned_run):
+    Run.objects.create(run_id="other", agent="x", input_messages="[]", owner_epoch=3)
+    with pytest.raises(ValueError):
+        DatabaseSessionStore().fenced("r1", 3).save(checkpoint("other"))
+
+
+def test_a_root_save_moves_the_runs_counters(owned_run):
+    DatabaseSessionStore().fenced("r1", 3).save(checkpoint(step=4))
+    owned_run.refresh_from_db()
+    assert (owned_run.step_index, owned_run.usage) == (4, {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3})
+
+
+def test_each_save_writes_only_the_new_messages(owned_run):
+    store = DatabaseSessionStore().fenced("r1", 3)
+    for step in range(10):
+        store.save(checkpoint(step=step, messages=history(2 * step + 2)))
+    assert RunMessage.objects.filter(run=owned_run).count() == 20
+
+
+def test_every_snapshot_is_kept_and_loads_its_own_history(owned_run):
+    store = DatabaseSessionStore()
+    store.save(checkpoint(step=0, messages=history(2)))
+    store.save(checkpoint(step=1, messages=history(4)))
+    first = Checkpoint.objects.filter(run=owned_run).order_by("id").first()
+    assert store.checkpoint_from_row(first)["messages"] == history(2)
+
+
+def test_sealed_messages_do_not_hold_the_plaintext(settings, owned_run):
+    settings.DEUZ_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    DatabaseSessionStore().save(checkpoint(messages=[{"role": "user", "content": "salary of Ada is 9000"}]))
+    assert b"salary" not in bytes(RunMessage.objects.get().data)
+
+
+def test_sealed_checkpoints_load_back(settings, owned_run):
+    settings.DEUZ_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    store = DatabaseSessionStore()
+    store.save(checkpoint(messages=history(3), pending_approvals=[{"approval_id": "a"}]))
+    assert store.load("r1")["messages"] == history(3)
+
+
+def test_checkpoints_stay_readable_after_a_key_rotation(settings, owned_run):
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.DEUZ_ENCRYPTION_KEYS = [old]
+    store = DatabaseSessionStore()
+    store.save(checkpoint(step=0, messages=history(2)))
+    settings.DEUZ_ENCRYPTION_KEYS = [new, old]
+    store.save(checkpoint(step=1, messages=history(4)))
+    assert store.load("r1")["messages"] == history(4)
+
+
+def test_after_rotation_new_data_is_sealed_with_the_first_key(settings, owned_run):
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.DEUZ_ENCRYPTION_KEYS = [new, old]
+    DatabaseSessionStore().save(checkpoint(messages=history(1)))
+    settings.DEUZ_ENCRYPTION_KEYS = [new]
+    assert DatabaseSessionStore().load("r1")["messages"] == history(1)
+
+
+def test_sealed_data_without_keys_is_a_clear_error_not_an_empty_history(settings, owned_run):
+    settings.DEUZ_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    DatabaseSessionStore().save(checkpoint(messages=history(2)))
+    settings.DEUZ_ENCRYPTION_KEYS = []
+    with pytest.raises(SealedDataError, match="DEUZ_ENCRYPTION_KEYS is not set"):
+        DatabaseSessionStore().load("r1")
+
+
+def test_sealed_data_under_an_unknown_key_is_a_clear_error(settings, owned_run):
+    settings.DEUZ_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    DatabaseSessionStore().save(checkpoint(messages=history(2)))
+    settings.DEUZ_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    with pytest.raises(SealedDataError, match="cannot be decrypted"):
+        DatabaseSessionStore().load("r1")
