@@ -7,6 +7,8 @@ names it, so a misconfigured process refuses to start instead of half-working.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -131,8 +133,11 @@ def _database_from_url(url: str) -> dict:
         options.setdefault("timeout", 20)
         options.setdefault("transaction_mode", "IMMEDIATE")
         options.setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
-        # Tests run worker processes against the test database, so it must be a file, not memory.
-        config.setdefault("TEST", {}).setdefault("NAME", str(BASE_DIR / "test-db.sqlite3"))
+        # Tests run worker processes against the test database, so it must be a file, not memory;
+        # one per test process, so concurrent test runs never share it.
+        config.setdefault("TEST", {}).setdefault(
+            "NAME", str(Path(tempfile.gettempdir()) / f"deuz-test-{os.getpid()}.sqlite3")
+        )
     return config
 
 
