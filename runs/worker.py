@@ -224,3 +224,43 @@ def run_worker(*, concurrency: int, worker_id: str | None = None, poll_seconds: 
         await worker.run()
 
     asyncio.run(main())
+
+
+class EmbeddedWorkers:
+    """Workers inside the serving process, each on its own thread and event loop (`manage.py serve`)."""
+
+    def __init__(self, count: int, *, concurrency: int = 4) -> None:
+        self.count = count
+        self.concurrency = concurrency
+        self._threads: list[Any] = []
+        self._workers: list[tuple[asyncio.AbstractEventLoop, Worker]] = []
+
+    def start(self) -> None:
+        import threading
+
+        for index in range(self.count):
+            ready = threading.Event()
+            thread = threading.Thread(target=self._run, args=(index, ready), name=f"deuz-worker-{index}", daemon=True)
+            thread.start()
+            ready.wait(timeout=10)
+            self._threads.append(thread)
+
+    def _run(self, index: int, ready: Any) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        worker = Worker(worker_id=f"{worker_id_default()}:embedded-{index}", concurrency=self.concurrency)
+        self._workers.append((loop, worker))
+        ready.set()
+        try:
+            loop.run_until_complete(worker.run())
+        finally:
+            loop.close()
+            close_old_connections()
+
+    def stop(self, timeout: float = 10) -> None:
+        """Ask every worker to stop (their active legs are aborted and requeued) and wait for the threads."""
+        for loop, worker in self._workers:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(worker.stop)
+        for thread in self._threads:
+            thread.join(timeout=timeout)

@@ -117,3 +117,21 @@ def test_serve_reports_a_port_it_cannot_listen_on(tmp_path):
         )
     assert result.returncode != 0
     assert f"Could not listen on 127.0.0.1:{port}" in result.stderr
+
+
+def test_serve_runs_queued_runs_with_its_embedded_worker(served):
+    served.wait_for(r"Embedded workers: 1")
+    env = clean_env(DATABASE_URL=f"sqlite:///{served.database}", DEUZ_DEMO_DELAY_MS="0", **PRODUCTION_ENV)
+    subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v", "0", "-c",
+         "from runs.services import run_start; "
+         "run_start(agent='reimbursement', messages=[{'role': 'user', 'content': 'Reimburse exp-1042'}], run_id='served-1')"],
+        cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=60,
+    )
+    deadline = time.monotonic() + 60
+    status = None
+    while time.monotonic() < deadline and status != "suspended":
+        with sqlite3.connect(served.database) as db:
+            status = db.execute("SELECT status FROM runs_run WHERE run_id = 'served-1'").fetchone()[0]
+        time.sleep(0.2)
+    assert status == "suspended"

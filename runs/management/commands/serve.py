@@ -14,6 +14,7 @@ from django.utils.module_loading import import_string
 from twisted.internet import reactor  # the asyncio reactor daphne.server installed
 
 from approvals.services import demo_reviewer_ensure
+from runs.worker import EmbeddedWorkers
 
 
 class Command(BaseCommand):
@@ -34,8 +35,8 @@ class Command(BaseCommand):
             type=int,
             default=1,
             help=(
-                "Embedded run workers in this process (default 1; 0 for none). Embedding "
-                "lands with the `worker` command; until then the value is accepted and stored only."
+                "Run workers embedded in this process (default 1; 0 for none, when separate "
+                "`manage.py worker` processes execute the runs)."
             ),
         )
 
@@ -70,7 +71,12 @@ class Command(BaseCommand):
                 # so whoever reads the banner can already stop the server with a signal.
                 ready_callable=lambda: reactor.callWhenRunning(self._announce, server, host, login),
             )
-            server.run()
+            embedded = EmbeddedWorkers(workers)
+            embedded.start()
+            try:
+                server.run()
+            finally:
+                embedded.stop()
         except KeyboardInterrupt:
             # Ctrl-C before the reactor took over the signal (e.g. during migrate).
             pass
@@ -91,5 +97,9 @@ class Command(BaseCommand):
                 f"Demo reviewer login: {username} / {password} (kept in .demo-reviewer; "
                 f"sign in at {url}admin/)"
             )
+        workers = self.embedded_workers
+        self.stdout.write(
+            f"Embedded workers: {workers}" if workers else "No embedded workers: run `manage.py worker` to execute runs."
+        )
         self.stdout.write("Quit with CONTROL-C.")
         self.stdout.flush()
