@@ -1,0 +1,25 @@
+"""The benchmark command runs, and the storage bars (bytes, not time) hold on this back end."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from bench import storage
+
+
+@pytest.mark.django_db
+def test_storage_grows_linearly_with_the_history(settings, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    result = storage.measure(60)
+    assert result.growth_ratio <= 1.2 and result.total_ratio <= 2.0
+
+
+@pytest.mark.django_db
+def test_the_bench_command_prints_its_ratios(monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    out = StringIO()
+    call_command("bench", quick=True, stdout=out)
+    assert "bytes written at the last step / at step 10" in out.getvalue() and "OVER THE BAR" not in out.getvalue()
