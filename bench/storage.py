@@ -7,11 +7,11 @@ stored bytes of the run within 2x of its final history's size.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from dataclasses import dataclass
 
+from asgiref.sync import async_to_sync
 from django.db import connection
 
 from runs.models import Run
@@ -45,6 +45,10 @@ def stored_bytes(run_id: str) -> int:
             "length(c.agent_path) + coalesce(length(c.pending_approvals), 0) + 48), 0) "
             "FROM runs_checkpoint c JOIN runs_run r ON r.id = c.run_id WHERE r.run_id = %s", [run_id])
         return int(messages + cursor.fetchone()[0])
+
+
+async def _read(tool_input, ctx):
+    return _OUTPUT
 
 
 class _MeasuringStore(DatabaseSessionStore):
@@ -98,11 +102,12 @@ def measure(steps: int = 200) -> StorageResult:
 
     store.save_sync = save_and_size  # type: ignore[method-assign]
     try:
-        result = asyncio.run(generate_text(
+        # async_to_sync sends the store's ORM calls back to this thread and its connection.
+        result = async_to_sync(generate_text)(
             model=ScriptedModel(script), messages=[{"role": "user", "content": "Audit every row."}],
-            tools={"read": tool(execute=lambda i, ctx: _OUTPUT)}, max_steps=steps,
-            session={"store": _SyncStore(store), "run_id": run_id},
-        ))
+            tools={"read": tool(execute=_read)}, max_steps=steps,
+            session={"store": store, "run_id": run_id},
+        )
         final_history = len(json.dumps(encode_value(result.messages)))
         last = steps - 1
         return StorageResult(
@@ -115,16 +120,3 @@ def measure(steps: int = 200) -> StorageResult:
         )
     finally:
         Run.objects.filter(run_id=run_id).delete()
-
-
-class _SyncStore:
-    """Calls the store synchronously from the benchmark's event loop (the ORM is safe here: no ASGI)."""
-
-    def __init__(self, store: DatabaseSessionStore) -> None:
-        self.store = store
-
-    def save(self, checkpoint):
-        return self.store.save_sync(checkpoint)
-
-    def load(self, run_id):
-        return self.store.load_sync(run_id)

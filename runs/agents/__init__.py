@@ -14,7 +14,7 @@ from django.utils.module_loading import import_string
 
 from runs.errors import UnknownAgent
 
-__all__ = ["AgentDefinition", "LegContext", "agent_build", "agent_get", "agent_names"]
+__all__ = ["AgentDefinition", "LegContext", "agent_build", "agent_get", "agent_names", "db_tool"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +28,23 @@ class AgentDefinition:
     system: str | None = None
     description: str = ""
     approve_tool_call: Callable[[dict[str, Any]], Any] | None = None
+
+
+def db_tool(execute: Callable[[dict[str, Any], Any], Any]) -> Callable[[dict[str, Any], Any], Any]:
+    """Wrap a sync tool that uses the ORM: the runtime runs it on a pool thread, so close that thread's
+    connections afterwards, as Django does at the end of a request (no idle connections pile up)."""
+    from django.db import close_old_connections, connections
+
+    def run(tool_input: dict[str, Any], ctx: Any) -> Any:
+        close_old_connections()
+        try:
+            return execute(tool_input, ctx)
+        finally:
+            connections.close_all()
+
+    run.__name__ = getattr(execute, "__name__", "tool")
+    run.__doc__ = execute.__doc__
+    return run
 
 
 def agent_names() -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
-from runs.agents import AgentDefinition, LegContext
+from runs.agents import AgentDefinition, LegContext, db_tool
 from runs.agents.sandbox import EXPENSES, sandbox_pay, sandbox_payment_lookup, sandbox_shell
 from runs.effects import EffectFence, effect_perform
 from runs.runtime import agent_tool, tool
@@ -137,7 +137,7 @@ def reimbursement_agent(*, leg: LegContext | None = None) -> AgentDefinition:
                                    "currency": {"type": "string"}, "recipient": {"type": "string"}},
                     "required": ["expense_id", "amount", "currency", "recipient"],
                 },
-                execute=_pay_expense_for(leg),
+                execute=db_tool(_pay_expense_for(leg)),
                 needs_approval=True,
             ),
         },

@@ -11,15 +11,13 @@ from bench import storage
 
 
 @pytest.mark.django_db(transaction=True)  # the benchmark drives the store from its own event loop
-def test_storage_grows_linearly_with_the_history(settings, monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+def test_storage_grows_linearly_with_the_history():
     result = storage.measure(60)
     assert result.growth_ratio <= 1.2 and result.total_ratio <= 2.0
 
 
 @pytest.mark.django_db(transaction=True)  # the benchmark drives the store from its own event loop
-def test_the_bench_command_prints_its_ratios(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+def test_the_bench_command_prints_its_ratios():
     out = StringIO()
     call_command("bench", quick=True, stdout=out)
     assert "bytes written at the last step / at step 10" in out.getvalue() and "OVER THE BAR" not in out.getvalue()

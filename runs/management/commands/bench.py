@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from django.core.management.base import BaseCommand
 
 
@@ -14,8 +12,6 @@ class Command(BaseCommand):
         parser.add_argument("--quick", action="store_true", help="Smaller sizes, for a smoke run.")
 
     def handle(self, *args, quick: bool, **options):
-        # The benchmark drives the runtime from a plain event loop and calls the ORM synchronously.
-        os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         from bench import storage
 
         steps = 40 if quick else 200
