@@ -87,3 +87,16 @@ def test_a_stale_worker_woken_after_its_lease_has_every_write_rejected(workers):
     assert all(epoch == 1 for epoch, _, _ in rows[:first_new]) and all(epoch == 2 for epoch, _, _ in rows[first_new:])
     assert first_new == frozen_at
     assert Run.objects.get(run_id="stale-1").owner_epoch == 2 and status("stale-1") == "suspended"
+
+
+def test_cancelling_a_running_run_stops_it_before_its_next_model_call(workers):
+    from runs.services import run_cancel
+
+    run_start(agent="coder", messages=[{"role": "user", "content": "Fix the failing test"}], run_id="cancel-1")
+    workers("slow", DEUZ_DEMO_DELAY_MS="300")
+    wait_until(lambda: status("cancel-1") == "running", what="the worker to claim the run")
+    run_cancel(run_id="cancel-1")
+    wait_until(lambda: status("cancel-1") == "cancelled", what="the leg to stop")
+    run = Run.objects.get(run_id="cancel-1")
+    # The first step streams slowly; it was interrupted, so no step closed and no approval was asked.
+    assert (run.finish_reason, run.step_index, run.approval_requests.count()) == ("aborted", -1, 0)
