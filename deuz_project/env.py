@@ -10,7 +10,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["env_bool", "env_fernet_keys", "env_int", "env_list", "env_secret", "env_str"]
+__all__ = ["env_bool", "env_demo_model", "env_fernet_keys", "env_int", "env_list", "env_secret", "env_str"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -89,3 +89,21 @@ def env_fernet_keys(name: str) -> list[str]:
                 "make one with `python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`)."
             ) from None
     return keys
+
+
+_PROVIDER_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def env_demo_model(name: str) -> str:
+    """``scripted``, or ``provider:model-id`` for a provider whose API key variable is set."""
+    value = env_str(name, default="scripted").strip()
+    if value == "scripted":
+        return value
+    provider, _, model_id = value.partition(":")
+    if provider not in _PROVIDER_KEYS or not model_id:
+        raise ImproperlyConfigured(
+            f"{name} must be 'scripted', 'anthropic:<model id>' or 'openai:<model id>'; got {value!r}."
+        )
+    if not env_str(_PROVIDER_KEYS[provider]):
+        raise ImproperlyConfigured(f"{name}={value!r} needs {_PROVIDER_KEYS[provider]} to be set.")
+    return value

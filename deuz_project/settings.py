@@ -14,7 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from deuz_project.env import env_bool, env_fernet_keys, env_int, env_list, env_secret, env_str
+from deuz_project.env import env_bool, env_demo_model, env_fernet_keys, env_int, env_list, env_secret, env_str
 
 # Repository root: manage.py, templates/, the default SQLite file live here.
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -55,6 +55,10 @@ DEUZ_AGENTS = {
     "reimbursement": "runs.agents.demo.reimbursement_agent",
     "coder": "runs.agents.demo.coder_agent",
 }
+
+# The demo agents' model: "scripted" (no key needed), "anthropic:<model id>" or "openai:<model id>",
+# the latter two with ANTHROPIC_API_KEY / OPENAI_API_KEY set (OPENAI_BASE_URL for compatible servers).
+DEUZ_DEMO_MODEL = env_demo_model("DEUZ_DEMO_MODEL")
 
 # Where checkpoints live (same shape as CHANNEL_LAYERS: alias -> BACKEND and OPTIONS).
 DEUZ_STORES = {
@@ -200,7 +204,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON only, bounded: DRF's own parsers read the stream past DATA_UPLOAD_MAX_MEMORY_SIZE.
+    "DEFAULT_PARSER_CLASSES": ["runs.api.parsers.BoundedJSONParser"],
+    # Domain errors (no such run, a token that does not verify...) become JSON 4xx answers.
+    "EXCEPTION_HANDLER": "runs.api.exceptions.api_exception_handler",
 }
+
+# The largest request body read into memory (1 MiB): a larger one answers 413 instead of being parsed.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 
 # The OpenAPI document at /api/schema/; Swagger UI assets come from the sidecar app, so docs work offline.
 SPECTACULAR_SETTINGS = {
@@ -211,6 +222,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Distinct names for the several "status" enums (runs, effects, approval requests).
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "runs.models.Run.Status",
+        "EffectStatusEnum": "runs.models.Effect.Status",
+        "ApprovalStatusEnum": "approvals.models.ApprovalRequest.Status",
+        "CheckpointStatusEnum": ["running", "suspended", "completed"],
+    },
 }
 
 # Everything to the console (the process manager keeps it); the `deuz` logger at INFO.

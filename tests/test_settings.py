@@ -154,3 +154,18 @@ def test_zero_lease_is_rejected(run_python):
     result = run_python(SHOW_SETTINGS, DEUZ_LEASE_SECONDS="0")
     assert result.returncode != 0
     assert "ImproperlyConfigured: DEUZ_LEASE_SECONDS" in result.stderr
+
+
+def test_a_malformed_encryption_key_is_rejected_naming_the_variable(run_python):
+    result = run_python(SHOW_SETTINGS, DEUZ_ENCRYPTION_KEYS="not-a-key")
+    assert result.returncode != 0 and "DEUZ_ENCRYPTION_KEYS key #1" in result.stderr
+
+
+def test_a_real_demo_model_needs_its_api_key(run_python):
+    result = run_python(SHOW_SETTINGS, DEUZ_DEMO_MODEL="anthropic:claude-sonnet-4-6")
+    assert result.returncode != 0 and "ANTHROPIC_API_KEY" in result.stderr
+
+
+def test_an_unknown_demo_model_provider_is_rejected(run_python):
+    result = run_python(SHOW_SETTINGS, DEUZ_DEMO_MODEL="mystery:model")
+    assert result.returncode != 0 and "DEUZ_DEMO_MODEL" in result.stderr

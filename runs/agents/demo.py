@@ -6,6 +6,7 @@ resumes in another process (a new ScriptedModel) continues the same conversation
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -15,6 +16,7 @@ from runs.agents import AgentDefinition, LegContext, db_tool
 from runs.agents.sandbox import EXPENSES, sandbox_pay, sandbox_payment_lookup, sandbox_shell
 from runs.effects import EffectFence, effect_perform
 from runs.runtime import agent_tool, tool
+from runs.runtime.providers import AnthropicModel, OpenAIChatModel
 from runs.runtime.testing import ScriptedModel
 
 __all__ = ["coder_agent", "reimbursement_agent"]
@@ -48,7 +50,13 @@ def _call(tool_name: str, **tool_input: Any) -> dict[str, Any]:
     return {"type": "tool_call", "tool_name": tool_name, "input": tool_input}
 
 
-def _scripted(policy, steps: int) -> ScriptedModel:
+def _scripted(policy, steps: int) -> Any:
+    """The scripted policy by default; the configured real provider when DEUZ_DEMO_MODEL names one."""
+    provider, _, model_id = settings.DEUZ_DEMO_MODEL.partition(":")
+    if provider == "anthropic":
+        return AnthropicModel(model_id, api_key=os.environ["ANTHROPIC_API_KEY"])
+    if provider == "openai":
+        return OpenAIChatModel(model_id, api_key=os.environ["OPENAI_API_KEY"], base_url=os.environ.get("OPENAI_BASE_URL"))
     return ScriptedModel([policy] * (steps + 1), model_id="deuz-demo-scripted", delay_ms=settings.DEUZ_DEMO_DELAY_MS)
 
 
