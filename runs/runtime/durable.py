@@ -12,9 +12,27 @@ from .signer import ApprovalSigner, create_approval_signer
 from .stores import InMemorySessionStore, SessionStore, create_in_memory_session_store
 from .subagents import child_run_id
 from .types import AgentCheckpoint, ToolApprovalRequest, ToolApprovalResponse
+from .wire import (
+    DONE,
+    FollowState,
+    InMemoryStreamStateStore,
+    JournalPage,
+    StreamStateStore,
+    create_in_memory_stream_state_store,
+    follow_journal,
+    journal_parts,
+)
 
 __all__ = [
     "APPROVAL_TOKEN_DENIAL_REASON",
+    "DONE",
+    "FollowState",
+    "InMemoryStreamStateStore",
+    "JournalPage",
+    "StreamStateStore",
+    "create_in_memory_stream_state_store",
+    "follow_journal",
+    "journal_parts",
     "AgentCheckpoint",
     "ApprovalSigner",
     "CheckpointCorruptError",
