@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-__all__ = ["Checkpoint", "Effect", "Leg", "RUN_ID_VALIDATOR", "Run", "RunMessage", "SandboxPayment"]
+__all__ = ["Checkpoint", "Effect", "JournalEntry", "Leg", "RUN_ID_VALIDATOR", "Run", "RunMessage", "SandboxPayment"]
 
 RUN_ID_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9._:-]{1,200}$", "A run id is 1-200 characters of letters, digits, '.', '_', ':' and '-'."
@@ -187,3 +187,27 @@ class Effect(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.operation_id} ({self.status})"
+
+
+class JournalEntry(models.Model):
+    """The resumable wire's journal: every stream part a run emitted, numbered gaplessly from 0 across its
+    legs, and a sentinel row where each leg ended (its ``seq`` is the last part's before it, -1 when none)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal")
+    seq = models.IntegerField()
+    is_sentinel = models.BooleanField(default=False)
+    part = models.JSONField(null=True, blank=True, help_text="Codec JSON of the stream part (none on a sentinel).")
+    owner_epoch = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "seq"], condition=models.Q(is_sentinel=False), name="journal_part_seq_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["run", "seq"], name="journal_run_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.run.run_id} {'end of leg' if self.is_sentinel else f'#{self.seq}'}"

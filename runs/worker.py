@@ -16,6 +16,7 @@ from django.db import close_old_connections, connection
 from approvals.services import approval_expire_due, approval_verdicts_for_resume
 from runs.agents import LegContext, agent_build
 from runs.faults import fault_probe
+from runs.journal import JournalWriter
 from runs.models import Run
 from runs.notify import CHANNEL
 from runs.runtime import Deps, RunHalted
@@ -129,15 +130,19 @@ class Worker:
         return legs
 
     async def execute(self, claim: Claim) -> None:
-        """One leg: build the agent, start or resume the run, drain its parts, close the leg."""
+        """One leg: build the agent, start or resume the run, journal its parts, close the leg."""
         lost = asyncio.Event()
         signal = asyncio.Event()
         keeper = asyncio.create_task(self._keep_lease(claim, signal, lost))
+        writer = JournalWriter(run_id=claim.run_id, epoch=claim.epoch)
+        flushed = asyncio.Event()
+        flusher = asyncio.create_task(writer.run(flushed))
         finish_reason, usage, error = "error", {}, ""
         try:
-            stream = await self._start_leg(claim, signal)
-            async for part in stream.full_stream:
-                await self.publish(claim, part)
+            stream = await self._start_leg(claim, signal, writer)
+            writer.source = stream
+            async for _ in stream.full_stream:
+                pass  # the journal writer reads the part log; draining keeps the producer going
             result = await stream.result
             finish_reason, usage = result.finish_reason, result.usage
         except OwnershipLostError:
@@ -146,6 +151,8 @@ class Worker:
             finish_reason, error = "needs_review", redact(str(exc), _secrets())
         except asyncio.CancelledError:
             keeper.cancel()
+            flushed.set()
+            await self._end_journal(writer, flusher, lost)
             await self._close(claim, "aborted", {}, "The worker stopped during this leg.", lost)
             raise
         except Exception as exc:  # a failed leg fails its run, never the worker
@@ -153,7 +160,24 @@ class Worker:
             error = redact(f"{type(exc).__name__}: {exc}", _secrets())
         finally:
             keeper.cancel()
+            flushed.set()
+        await self._end_journal(writer, flusher, lost)
         await self._close(claim, finish_reason, usage, error, lost)
+
+    async def _end_journal(self, writer: JournalWriter, flusher: asyncio.Task[None], lost: asyncio.Event) -> None:
+        """Every leg ends with its sentinel, also a failed one; a stale owner writes nothing."""
+        try:
+            await flusher
+        except OwnershipLostError:
+            lost.set()
+        if lost.is_set():
+            return
+        try:
+            await sync_to_async(writer.end_leg_sync)()
+        except OwnershipLostError:
+            lost.set()
+            return
+        await writer.notify()
 
     async def _close(self, claim: Claim, finish_reason: str, usage: dict, error: str, lost: asyncio.Event) -> None:
         if lost.is_set():
@@ -167,11 +191,11 @@ class Worker:
         except OwnershipLostError:
             logger.warning("Run %s was claimed by another worker before its leg closed; abandoned.", claim.run_id)
 
-    async def _start_leg(self, claim: Claim, signal: asyncio.Event) -> Any:
+    async def _start_leg(self, claim: Claim, signal: asyncio.Event, writer: JournalWriter) -> Any:
         run = await Run.objects.aget(run_id=claim.run_id)
         leg = LegContext(run.run_id, claim.epoch, self.fault)
         definition = await sync_to_async(agent_build)(run.agent, leg=leg)
-        store = get_store("sessions").fenced(run.run_id, claim.epoch)
+        store = get_store("sessions").fenced(run.run_id, claim.epoch, before_write=writer.flush_sync)
         options = dict(
             model=definition.model,
             tools=definition.tools,
@@ -201,10 +225,6 @@ class Worker:
                 return
             if await sync_to_async(run_cancel_requested)(run_id=claim.run_id):
                 signal.set()
-
-    async def publish(self, claim: Claim, part: dict[str, Any]) -> None:
-        """Where each stream part goes (the journal and live push come with the resumable wire)."""
-        return None
 
 
 def run_worker(*, concurrency: int, worker_id: str | None = None, poll_seconds: float = 0.5) -> None:

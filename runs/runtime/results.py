@@ -109,6 +109,13 @@ class StreamChatResult:
         """Every part emitted so far (a copy)."""
         return list(self._parts)
 
+    def parts_from(self, index: int) -> list[StreamPart]:
+        """The parts emitted from position ``index`` on (a journal writer keeps its own position)."""
+        return self._parts[index:]
+
+    def parts_count(self) -> int:
+        return len(self._parts)
+
     def _start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._produce())

@@ -50,15 +50,17 @@ class DatabaseSessionStore:
     """Checkpoints in the database. With a fence, every write first checks the run's owner epoch in the
     same transaction, and a stale write raises StaleOwnerError."""
 
-    def __init__(self, *, fence: tuple[str, int] | None = None) -> None:
+    def __init__(self, *, fence: tuple[str, int] | None = None, before_write: Any = None) -> None:
         self.fence = fence
+        self.before_write = before_write
 
     def __repr__(self) -> str:
         return f"DatabaseSessionStore(fence={self.fence!r})"
 
-    def fenced(self, run_id: str, epoch: int) -> DatabaseSessionStore:
-        """This store for the worker that owns ``run_id`` at ``epoch``."""
-        return DatabaseSessionStore(fence=(run_id, epoch))
+    def fenced(self, run_id: str, epoch: int, *, before_write: Any = None) -> DatabaseSessionStore:
+        """This store for the worker that owns ``run_id`` at ``epoch``; ``before_write`` runs inside every
+        save's transaction (the journal writer flushes there, so a checkpoint never gets ahead of the wire)."""
+        return DatabaseSessionStore(fence=(run_id, epoch), before_write=before_write)
 
     # The SessionStore protocol: sync callers get results, async callers get awaitables.
 
@@ -87,6 +89,8 @@ class DatabaseSessionStore:
         key = checkpoint["run_id"]
         is_root = "::" not in key
         run = self._owned_run(root_run_id(key), checkpoint if is_root else None)
+        if self.before_write is not None:
+            self.before_write()
         previous = Checkpoint.objects.filter(session_key=key).select_related("head").order_by("-id").first()
         head, count = self._shared_prefix(key, previous, checkpoint["messages"])
         for position in range(count, len(checkpoint["messages"])):

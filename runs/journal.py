@@ -1,0 +1,93 @@
+"""Writing a leg's stream parts to the run's journal, batched, fenced, and never behind its checkpoints.
+
+The writer reads the leg's part log (the StreamChatResult) by position. It flushes every few milliseconds,
+and the session store calls it inside every checkpoint transaction, so a checkpoint is never committed
+ahead of the parts that led to it. Live followers are woken through a Channels group after each flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+
+from runs.runtime.wire import journal_parts
+from runs.stores.journal import DatabaseStreamStateStore
+
+__all__ = ["JournalWriter", "run_group_name"]
+
+logger = logging.getLogger("deuz.journal")
+
+
+def run_group_name(run_id: str) -> str:
+    """The Channels group of a run's followers (group names allow only a few characters)."""
+    return f"run.{hashlib.sha256(run_id.encode()).hexdigest()[:40]}"
+
+
+class JournalWriter:
+    """Appends one leg's parts to the run's journal."""
+
+    def __init__(self, *, run_id: str, epoch: int, flush_seconds: float = 0.005) -> None:
+        self.run_id = run_id
+        self.store = DatabaseStreamStateStore(fence=(run_id, epoch))
+        self.flush_seconds = flush_seconds
+        self.source: Any = None  # the StreamChatResult, set once the leg starts
+        self._taken = 0  # parts of the source already written
+        self._next_seq: int | None = None
+        self._is_continuation: bool | None = None
+        self._lock = threading.Lock()
+        self.last_seq = -1
+        self._notified = -1
+
+    def flush_sync(self) -> int:
+        """Write the source's new parts (inside the caller's transaction when there is one)."""
+        with self._lock:
+            if self.source is None:
+                return self.last_seq
+            new = self.source.parts_from(self._taken)
+            if not new:
+                return self.last_seq
+            if self._next_seq is None:
+                run_pk, _ = self.store._owned(self.run_id)
+                self._next_seq = DatabaseStreamStateStore.last_seq(run_pk) + 1
+                self._is_continuation = self._next_seq > 0
+            parts = journal_parts(new, is_continuation=bool(self._is_continuation))
+            if parts:
+                self.last_seq = self.store.append_sync(self.run_id, parts, first_seq=self._next_seq)
+                self._next_seq = self.last_seq + 1
+            self._taken += len(new)
+            return self.last_seq
+
+    def end_leg_sync(self) -> int:
+        """Flush, then write the leg's terminal sentinel (after its last part)."""
+        self.flush_sync()
+        with self._lock:
+            return self.store.append_sync(self.run_id, [], True, first_seq=self._next_seq)
+
+    async def run(self, done: asyncio.Event) -> None:
+        """Flush every few milliseconds until ``done``; wake followers after each flush that wrote parts."""
+        while not done.is_set():
+            try:
+                await asyncio.wait_for(done.wait(), self.flush_seconds)
+            except TimeoutError:
+                pass
+            if self.source is not None and self.source.parts_count() > self._taken:
+                await sync_to_async(self.flush_sync)()
+            await self.notify()
+
+    async def notify(self) -> None:
+        if self.last_seq <= self._notified:
+            return
+        self._notified = self.last_seq
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        try:
+            await layer.group_send(run_group_name(self.run_id), {"type": "journal.appended", "seq": self.last_seq})
+        except Exception as exc:  # a lost wake-up costs followers latency, never a part: they read the journal
+            logger.warning("Waking followers of %s failed: %s", self.run_id, type(exc).__name__)
