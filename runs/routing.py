@@ -1,3 +1,9 @@
 """WebSocket routes served by Channels (deuz_project.asgi mounts them)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from runs.consumers import RunStreamConsumer
+
+websocket_urlpatterns = [
+    path("ws/runs/<str:run_id>/", RunStreamConsumer.as_asgi()),
+]

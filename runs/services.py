@@ -78,7 +78,7 @@ def _token() -> str:
     return secrets.token_hex(6)
 
 
-def run_claim(*, worker_id: str, limit: int = 1) -> list[Claim]:
+def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> list[Claim]:
     """Take up to ``limit`` runs that need a leg: queued ones, and running ones whose lease lapsed.
 
     A claim increments the owner epoch, so the previous owner's writes are rejected from now on.
@@ -92,6 +92,8 @@ def run_claim(*, worker_id: str, limit: int = 1) -> list[Claim]:
     claims = []
     with transaction.atomic():
         candidates = Run.objects.filter(claimable).order_by("updated_at", "id")
+        if run_id is not None:  # a follower continuing one dead run, exactly as a worker would
+            candidates = candidates.filter(run_id=run_id)
         if connection.vendor == "postgresql":
             candidates = candidates.select_for_update(skip_locked=True)
         for run in candidates.only("id", "run_id", "status", "owner_epoch", "cancel_requested")[:limit]:

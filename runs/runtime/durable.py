@@ -14,6 +14,7 @@ from .subagents import child_run_id
 from .types import AgentCheckpoint, ToolApprovalRequest, ToolApprovalResponse
 from .wire import (
     DONE,
+    IDLE,
     FollowState,
     InMemoryStreamStateStore,
     JournalPage,
@@ -27,6 +28,7 @@ __all__ = [
     "APPROVAL_TOKEN_DENIAL_REASON",
     "DONE",
     "FollowState",
+    "IDLE",
     "InMemoryStreamStateStore",
     "JournalPage",
     "StreamStateStore",

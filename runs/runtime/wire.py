@@ -20,6 +20,7 @@ from .types import StreamPart
 __all__ = [
     "DONE",
     "FollowState",
+    "IDLE",
     "InMemoryStreamStateStore",
     "JournalPage",
     "StreamStateStore",
@@ -30,6 +31,8 @@ __all__ = [
 
 #: Yielded by ``follow_journal`` at the end of a turn (the SSE ``data: [DONE]``).
 DONE = "[DONE]"
+#: Yielded after each idle wait when asked, so a transport can send keep-alives and notice a gone client.
+IDLE = "[IDLE]"
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ async def follow_journal(
     continue_run: Callable[[], Awaitable[Any]],
     cursor: int = -1,
     idle_seconds: float = 1.0,
+    yield_idle: bool = False,
 ) -> AsyncIterator[tuple[int, StreamPart] | str]:
     """Replay from ``cursor``, tail the live producer, and get a dead run continued; ends with DONE.
 
@@ -147,6 +151,8 @@ async def follow_journal(
         if producer.is_producer_gone:
             await continue_run()
         await wait(idle_seconds)
+        if yield_idle:
+            yield IDLE
 
 
 async def read_page(store: StreamStateStore, stream_id: str, after: int, limit: int = 1000) -> JournalPage:
