@@ -1,0 +1,172 @@
+"""The resumable wire end to end: journal, SSE endpoint, followers, continuation of a dead run."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
+
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from runs.errors import StaleOwnerError
+from runs.models import JournalEntry, Leg, Run
+from runs.services import run_start
+from runs.stores.journal import DatabaseStreamStateStore
+from tests.runs.processes import WorkerProcess, wait_until
+from tests.runs.streams import afollow, follow, seqs, texts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def user():
+    return get_user_model().objects.create_user("follower", password="x")
+
+
+@pytest.fixture
+def workers(tmp_path):
+    started = []
+
+    def start(name, **env):
+        worker = WorkerProcess(name, tmp_path, **env)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def reimburse(run_id):
+    return run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
+
+
+@pytest.fixture
+def finished(drain_runs):
+    """A reimbursement run through its approval to completion: two legs in one journal."""
+    reimburse("done-1")
+    drain_runs()
+    request = ApprovalRequest.objects.get(run__run_id="done-1")
+    approval_decide(run_id="done-1", approval_id=request.approval_id, approved=True, token=request.token, user=None)
+    drain_runs()
+    return Run.objects.get(run_id="done-1")
+
+
+def test_every_leg_appends_to_one_gapless_journal(finished):
+    parts = list(JournalEntry.objects.filter(run=finished, is_sentinel=False).order_by("seq").values_list("seq", flat=True))
+    assert parts == list(range(len(parts))) and JournalEntry.objects.filter(run=finished, is_sentinel=True).count() == 2
+
+
+def test_only_the_first_leg_writes_a_start_part(finished):
+    types = [entry.part["type"] for entry in JournalEntry.objects.filter(run=finished, is_sentinel=False)]
+    assert types.count("start") == 1 and types[0] == "start"
+
+
+def test_replay_from_every_cursor_of_a_finished_run(finished, user):
+    last = JournalEntry.objects.filter(run=finished, is_sentinel=False).count() - 1
+
+    async def every_cursor():
+        return {cursor: await afollow(user, "done-1", cursor=cursor) for cursor in range(-1, last + 1)}
+
+    for cursor, events in async_to_sync(every_cursor)().items():
+        assert seqs(events) == list(range(cursor + 1, last + 1)) and events[-1]["data"] == "[DONE]", cursor
+
+
+def test_last_event_id_is_a_cursor(finished, user):
+    assert seqs(follow(user, "done-1", last_event_id=10))[0] == 11
+
+
+def test_replay_passes_the_suspension_sentinel_without_done(finished, user):
+    events = follow(user, "done-1")
+    assert [e["data"] for e in events].count("[DONE]") == 1 and events[-1]["data"] == "[DONE]"
+
+
+def test_a_suspended_run_ends_its_turn_with_the_signed_approval_request(drain_runs, user):
+    reimburse("wait-1")
+    drain_runs()
+    events = follow(user, "wait-1")
+    request = next(e["data"]["approval"] for e in events if e["id"] is not None and e["data"]["type"] == "tool-approval-request")
+    assert request["token"] == ApprovalRequest.objects.get(run__run_id="wait-1").token and events[-1]["data"] == "[DONE]"
+
+
+def test_an_unknown_run_is_an_error_part(user):
+    events = follow(user, "nobody")
+    assert events[0]["data"]["error"]["name"] == "RunNotFound"
+
+
+def test_the_stream_needs_a_user(client):
+    assert client.get("/api/runs/x/events/").status_code == 401
+
+
+def test_a_bad_cursor_is_a_400(client, user):
+    client.force_login(user)
+    assert client.get("/api/runs/x/events/?cursor=abc").status_code == 400
+
+
+def test_a_failed_leg_still_ends_with_a_sentinel_and_an_error_part(settings, drain_runs, user):
+    settings.DEUZ_AGENTS = {**settings.DEUZ_AGENTS, "broken": "tests.runs.agents.broken_agent"}
+    run_start(agent="broken", messages=[{"role": "user", "content": "go"}], run_id="broken-1")
+    drain_runs()
+    last = JournalEntry.objects.filter(run__run_id="broken-1").order_by("-id").first()
+    events = follow(user, "broken-1")
+    error = next(e["data"] for e in events if e["id"] is not None and e["data"]["type"] == "error")
+    assert last.is_sentinel and Run.objects.get(run_id="broken-1").status == "failed"
+    assert error["error"]["name"] == "ConnectionError" and events[-1]["data"] == "[DONE]"
+
+
+def test_a_stale_owner_cannot_append_to_the_journal():
+    Run.objects.create(run_id="fenced", agent="x", input_messages="[]", owner_epoch=2)
+    with pytest.raises(StaleOwnerError):
+        DatabaseStreamStateStore(fence=("fenced", 1)).append_sync("fenced", [{"type": "text-delta", "text": "x"}])
+    assert JournalEntry.objects.count() == 0
+
+
+def test_a_follower_tails_a_live_run_to_the_end_of_its_turn(workers, user):
+    reimburse("live-1")
+    workers("live", DEUZ_DEMO_DELAY_MS="40")
+    wait_until(lambda: JournalEntry.objects.filter(run__run_id="live-1").exists(), what="the first part")
+    events = follow(user, "live-1")
+    journal = list(JournalEntry.objects.filter(run__run_id="live-1", is_sentinel=False).order_by("seq").values_list("seq", flat=True))
+    assert seqs(events) == journal == list(range(len(journal))) and events[-1]["data"] == "[DONE]"
+    assert Run.objects.get(run_id="live-1").status == "suspended"
+
+
+def _killed_mid_stream(workers, run_id):
+    reimburse(run_id)
+    doomed = workers("doomed", DEUZ_FAULT="mid-stream:12", DEUZ_DEMO_DELAY_MS="10")
+    assert doomed.wait_exit() == -signal.SIGKILL
+
+
+def test_a_producer_killed_mid_stream_is_continued_for_its_follower(workers, user):
+    _killed_mid_stream(workers, "killed-1")
+    events = follow(user, "killed-1")
+    kinds = [e["data"]["type"] for e in events if e["id"] is not None]
+    assert seqs(events) == list(range(len(seqs(events)))) and events[-1]["data"] == "[DONE]"
+    assert kinds.count("recovery") == 1 and kinds.count("start") == 1
+    assert Run.objects.get(run_id="killed-1").status == "suspended"
+
+
+def test_two_followers_of_a_dead_run_start_exactly_one_continuation(workers, user):
+    _killed_mid_stream(workers, "killed-2")
+
+    async def both():
+        import asyncio
+
+        return await asyncio.gather(afollow(user, "killed-2"), afollow(user, "killed-2"))
+
+    first, second = async_to_sync(both)()
+    assert Leg.objects.filter(run__run_id="killed-2", kind="recovery").count() == 1
+    assert first == second and [e["data"]["type"] for e in first if e["id"] is not None].count("recovery") == 1
+
+
+def test_a_lost_notification_does_not_lose_a_part(settings, workers, user):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "tests.runs.layers.DeafChannelLayer"}}
+    reimburse("deaf-1")
+    workers("live", DEUZ_DEMO_DELAY_MS="20")
+    events = follow(user, "deaf-1")
+    journal_text = "".join(
+        e.part["text"] for e in JournalEntry.objects.filter(run__run_id="deaf-1", is_sentinel=False).order_by("seq")
+        if e.part["type"] == "text-delta")
+    assert texts(events) == journal_text and events[-1]["data"] == "[DONE]"
