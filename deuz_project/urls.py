@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from deuz_project import views
 from runs.streaming import run_events
+from runs.views import run_live
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -13,6 +14,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # The stream is an async view (daphne keeps it open), apart from the DRF API.
     path("api/runs/<str:run_id>/events/", run_events, name="run-events"),
+    path("runs/<str:run_id>/live/", run_live, name="run-live"),
     path("api/", include("runs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),

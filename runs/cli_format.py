@@ -59,5 +59,6 @@ def message_text(message: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
+        parts = [part for part in content if isinstance(part, dict) and part.get("type") == "text"]
+        return "".join(part.get("text", "") for part in parts)
     return ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
@@ -196,7 +198,8 @@ class JournalEntry(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal")
     seq = models.IntegerField()
     is_sentinel = models.BooleanField(default=False)
-    part = models.JSONField(null=True, blank=True, help_text="Codec JSON of the stream part (none on a sentinel).")
+    # JSON text, not a JSON column: appends are the hot path, and the database never queries inside a part.
+    part = models.TextField(blank=True, default="", help_text="Codec JSON of the stream part (empty on a sentinel).")
     owner_epoch = models.PositiveBigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -207,7 +210,17 @@ class JournalEntry(models.Model):
                 fields=["run", "seq"], condition=models.Q(is_sentinel=False), name="journal_part_seq_unique"
             )
         ]
-        indexes = [models.Index(fields=["run", "seq"], name="journal_run_seq")]
+        # Reads use the partial unique index (run, seq) of parts and the run index for sentinels: no other index,
+        # since every index costs each append.
 
     def __str__(self) -> str:
         return f"{self.run.run_id} {'end of leg' if self.is_sentinel else f'#{self.seq}'}"
+
+    @property
+    def decoded_part(self) -> dict | None:
+        """The stream part this row holds (None on a sentinel)."""
+        if self.is_sentinel:
+            return None
+        from runs.runtime.codec import decode_value
+
+        return decode_value(json.loads(self.part))

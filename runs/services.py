@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from runs.agents import agent_get
 from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, StaleOwnerError
-from runs.models import Leg, Run
+from runs.models import Checkpoint, Leg, Run
 from runs.notify import runs_notify
 from runs.runtime.codec import encode_value
 
@@ -30,6 +30,7 @@ __all__ = [
     "run_claim",
     "run_lease_renew",
     "run_leg_finish",
+    "run_pending_suspension",
     "run_requeue",
     "run_start",
 ]
@@ -153,6 +154,10 @@ def run_leg_finish(
     if finish_reason == "suspended":
         if run.cancel_requested:
             run.status = Run.Status.CANCELLED
+        elif _suspension_settled(run):
+            run.status = Run.Status.QUEUED  # every verdict came in while the leg was closing
+        else:
+            run.status = Run.Status.SUSPENDED
     elif finish_reason == "aborted":
         run.status = Run.Status.CANCELLED if run.cancel_requested else Run.Status.QUEUED
     elif finish_reason == "error":
@@ -165,6 +170,27 @@ def run_leg_finish(
     if run.status == Run.Status.QUEUED:
         transaction.on_commit(runs_notify)
     return run
+
+
+def _suspension_settled(run: Run) -> bool:
+    """True when the run's latest suspension has no pending request left (all decided or expired)."""
+    from approvals.models import ApprovalRequest
+
+    latest = Checkpoint.objects.filter(run=run, session_key=run.run_id).order_by("-id").first()
+    if latest is None or latest.status != "suspended":
+        return False
+    return not ApprovalRequest.objects.filter(revision=latest, status=ApprovalRequest.Status.PENDING).exists()
+
+
+def run_pending_suspension(*, run: Run) -> list[dict[str, Any]]:
+    """The requests a run still waits on when its latest checkpoint is a suspension (else an empty list)."""
+    from approvals.models import ApprovalRequest
+
+    latest = Checkpoint.objects.filter(run=run, session_key=run.run_id).order_by("-id").first()
+    if latest is None or latest.status != "suspended":
+        return []
+    pending = ApprovalRequest.objects.filter(revision=latest, status=ApprovalRequest.Status.PENDING).order_by("id")
+    return [request.as_request() for request in pending]
 
 
 @transaction.atomic

@@ -30,7 +30,14 @@ from runs.runtime.durable import (
 )
 from runs.runtime.loops import stream_chat
 from runs.runtime.redact import redact
-from runs.services import Claim, run_cancel_requested, run_claim, run_lease_renew, run_leg_finish
+from runs.services import (
+    Claim,
+    run_cancel_requested,
+    run_claim,
+    run_lease_renew,
+    run_leg_finish,
+    run_pending_suspension,
+)
 from runs.stores import get_store
 
 __all__ = ["Worker", "worker_id_default"]
@@ -46,6 +53,40 @@ def _secrets() -> tuple[str, ...]:
     values = [settings.DEUZ_APPROVAL_SECRET, settings.SECRET_KEY, *settings.DEUZ_ENCRYPTION_KEYS]
     values += [os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")]
     return tuple(value for value in values if value)
+
+
+class _Resuspension:
+    """A leg with nothing to run: it repeats the pending approval requests and ends suspended. Shaped like a
+    StreamChatResult so the leg's journal and close work the same."""
+
+    def __init__(self, run_id: str, requests: list[dict[str, Any]]) -> None:
+        from runs.runtime.results import GenerateTextResult
+        from runs.runtime.usage import empty_usage
+
+        self._parts = [{"type": "tool-approval-request", "approval": request} for request in requests]
+        self._parts.append({"type": "finish", "finish_reason": "suspended", "usage": empty_usage()})
+        self._result = GenerateTextResult(
+            text="", messages=[], response_messages=[], steps=[], usage=empty_usage(), total_usage=empty_usage(),
+            finish_reason="suspended", pending_approvals=requests, run_id=run_id,
+        )
+        self.full_stream = self._iterate()
+
+    async def _iterate(self):
+        for part in self._parts:
+            yield part
+
+    def parts_from(self, index: int) -> list[dict[str, Any]]:
+        return self._parts[index:]
+
+    def parts_count(self) -> int:
+        return len(self._parts)
+
+    @property
+    def result(self):
+        async def result():
+            return self._result
+
+        return result()
 
 
 class Worker:
@@ -195,7 +236,7 @@ class Worker:
         run = await Run.objects.aget(run_id=claim.run_id)
         leg = LegContext(run.run_id, claim.epoch, self.fault)
         definition = await sync_to_async(agent_build)(run.agent, leg=leg)
-        store = get_store("sessions").fenced(run.run_id, claim.epoch, before_write=writer.flush_sync)
+        store = get_store("sessions").fenced(run.run_id, claim.epoch, before_write=writer.flush_all_sync)
         options = dict(
             model=definition.model,
             tools=definition.tools,
@@ -210,6 +251,11 @@ class Worker:
         if await store.aload(run.run_id) is None:
             messages = decode_value(json.loads(run.input_messages))
             return stream_chat(messages=messages, session=DurableSession(store=store, run_id=run.run_id), **options)
+        waiting = await sync_to_async(run_pending_suspension)(run=run)
+        if waiting:
+            # The previous leg died after storing its suspension: the run still waits for reviewers. Never
+            # resume it without their verdicts (that would deny by default); say again what it waits on.
+            return _Resuspension(run.run_id, waiting)
         verdicts = await sync_to_async(approval_verdicts_for_resume)(run=run)
         return resume_stream_from_checkpoint(store, run.run_id, approval_responses=verdicts, **options)
 

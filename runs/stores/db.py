@@ -120,9 +120,9 @@ class DatabaseSessionStore:
         """The run, checked against the fence and updated in one statement (it also takes the row lock)."""
         changes: dict[str, Any] = {"updated_at": timezone.now()}
         if root_checkpoint is not None:
+            # The status stays as it is: the run becomes suspended when its leg closes, after the journal
+            # has every part of the leg (a follower that sees "suspended" must find the approval requests).
             changes.update(step_index=root_checkpoint["step_index"], usage=dict(root_checkpoint["usage"]))
-            if root_checkpoint["status"] == "suspended":
-                changes["status"] = Run.Status.SUSPENDED
         runs = Run.objects.filter(run_id=run_id)
         if self.fence is None:
             if not runs.exists():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -24,6 +26,7 @@ class DatabaseStreamStateStore:
 
     def __init__(self, *, fence: tuple[str, int] | None = None) -> None:
         self.fence = fence
+        self._run_pk: int | None = None
 
     def fenced(self, run_id: str, epoch: int) -> DatabaseStreamStateStore:
         return DatabaseStreamStateStore(fence=(run_id, epoch))
@@ -44,29 +47,35 @@ class DatabaseStreamStateStore:
             run_pk, epoch = self._owned(stream_id)
             if first_seq is None:
                 first_seq = self.last_seq(run_pk) + 1
-            rows = [
-                JournalEntry(run_id=run_pk, seq=first_seq + offset, part=encode_value(part), owner_epoch=epoch)
-                for offset, part in enumerate(parts)
-            ]
+            now = connection.ops.adapt_datetimefield_value(timezone.now())
+            rows = [(run_pk, first_seq + offset, False, _encode_part(part), epoch, now) for offset, part in enumerate(parts)]
             last = first_seq + len(rows) - 1
             if end_leg:
-                rows.append(JournalEntry(run_id=run_pk, seq=last, is_sentinel=True, owner_epoch=epoch))
-            JournalEntry.objects.bulk_create(rows, batch_size=500)
+                rows.append((run_pk, last, True, "", epoch, now))
+            _insert(rows)
         return last
 
     def _owned(self, run_id: str) -> tuple[int, int]:
-        """The run's primary key and epoch; with a fence, only while the fence's epoch owns the run."""
-        runs = Run.objects.filter(run_id=run_id)
-        if self.fence is not None:
-            fenced_id, epoch = self.fence
-            if fenced_id != run_id:
-                raise ValueError(f"This journal store is fenced to run {fenced_id!r}, not {run_id!r}.")
-            if not runs.filter(owner_epoch=epoch).update(updated_at=timezone.now()):
+        """The run's primary key and epoch; with a fence, only while the fence's epoch owns the run (checked by
+        one UPDATE that also takes the run's row lock until the append commits)."""
+        if self.fence is None:
+            row = Run.objects.filter(run_id=run_id).values_list("pk", "owner_epoch").first()
+            if row is None:
+                raise StaleOwnerError(run_id, None)
+            return row
+        fenced_id, epoch = self.fence
+        if fenced_id != run_id:
+            raise ValueError(f"This journal store is fenced to run {fenced_id!r}, not {run_id!r}.")
+        if self._run_pk is None:
+            self._run_pk = Run.objects.filter(run_id=run_id).values_list("pk", flat=True).first()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {Run._meta.db_table} SET updated_at = %s WHERE id = %s AND owner_epoch = %s",
+                [connection.ops.adapt_datetimefield_value(timezone.now()), self._run_pk, epoch],
+            )
+            if cursor.rowcount != 1:
                 raise StaleOwnerError(run_id, epoch)
-        row = runs.values_list("pk", "owner_epoch").first()
-        if row is None:
-            raise StaleOwnerError(run_id, None)
-        return row
+        return self._run_pk, epoch
 
     @staticmethod
     def last_seq(run_pk: int) -> int:
@@ -89,8 +98,50 @@ class DatabaseStreamStateStore:
             JournalEntry.objects.filter(run_id=run_pk, is_sentinel=True).order_by("-id").values_list("seq", flat=True).first()
         )
         return JournalPage(
-            parts=[(seq, decode_value(part)) for seq, part in rows[:limit]],
+            parts=[(seq, decode_value(json.loads(part))) for seq, part in rows[:limit]],
             last_seq=last,
             is_closed=sentinel is not None and sentinel == last,
             has_more=len(rows) > limit,
         )
+
+
+_COLUMNS = "run_id, seq, is_sentinel, part, owner_epoch, created_at"
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _encode_part(part: StreamPart) -> str:
+    """JSON text of a part. Text deltas (most parts) hold only strings, so they skip the codec's walk."""
+    text = part.get("text")
+    if part.get("type") == "text-delta" and len(part) == 2 and type(text) is str:
+        return '{"type":"text-delta","text":' + encode_basestring(text) + "}"
+    return _ENCODER.encode(encode_value(part))
+
+
+def _insert(rows: list[tuple]) -> None:
+    """Many journal rows in one round trip: COPY on PostgreSQL, executemany elsewhere."""
+    if not rows:
+        return
+    table = JournalEntry._meta.db_table
+    connection.ensure_connection()
+    if connection.vendor == "postgresql":
+        with connection.connection.cursor() as cursor:
+            with cursor.copy(f"COPY {table} ({_COLUMNS}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        return
+    with connection.connection.cursor() if connection.vendor != "sqlite" else _sqlite_cursor() as cursor:
+        placeholders = ", ".join(["%s" if connection.vendor != "sqlite" else "?"] * 6)
+        cursor.executemany(f"INSERT INTO {table} ({_COLUMNS}) VALUES ({placeholders})", rows)
+
+
+class _sqlite_cursor:
+    """The raw sqlite3 cursor of Django's connection (sqlite3 cursors are not context managers)."""
+
+    def __enter__(self):
+        self.cursor = connection.connection.cursor()
+        return self.cursor
+
+    def __exit__(self, *exc):
+        self.cursor.close()

@@ -60,7 +60,7 @@ def test_every_leg_appends_to_one_gapless_journal(finished):
 
 
 def test_only_the_first_leg_writes_a_start_part(finished):
-    types = [entry.part["type"] for entry in JournalEntry.objects.filter(run=finished, is_sentinel=False)]
+    types = [entry.decoded_part["type"] for entry in JournalEntry.objects.filter(run=finished, is_sentinel=False)]
     assert types.count("start") == 1 and types[0] == "start"
 
 
@@ -167,6 +167,7 @@ def test_a_lost_notification_does_not_lose_a_part(settings, workers, user):
     workers("live", DEUZ_DEMO_DELAY_MS="20")
     events = follow(user, "deaf-1")
     journal_text = "".join(
-        e.part["text"] for e in JournalEntry.objects.filter(run__run_id="deaf-1", is_sentinel=False).order_by("seq")
-        if e.part["type"] == "text-delta")
+        part["text"] for part in (
+            e.decoded_part for e in JournalEntry.objects.filter(run__run_id="deaf-1", is_sentinel=False).order_by("seq"))
+        if part["type"] == "text-delta")
     assert texts(events) == journal_text and events[-1]["data"] == "[DONE]"

@@ -12,7 +12,7 @@ class Command(BaseCommand):
         parser.add_argument("--quick", action="store_true", help="Smaller sizes, for a smoke run.")
 
     def handle(self, *args, quick: bool, **options):
-        from bench import storage
+        from bench import journal, storage
 
         steps = 40 if quick else 200
         self.stdout.write(f"Checkpoint storage, a {steps}-step tool loop:")
@@ -25,6 +25,17 @@ class Command(BaseCommand):
             f"  (a store rewriting the whole history at every save would hold {result.rewrite_everything_bytes} B, "
             f"{result.rewrite_everything_bytes / result.total_bytes:.0f}x more)"
         )
+        parts = 10_000 if quick else 50_000
+        self.stdout.write(f"Journal appends, {parts} parts in writer-sized batches (1000):")
+        appended = journal.measure(parts)
+        self._line_at_least(
+            f"parts per second on {appended.vendor}", appended.parts_per_second, appended.bar,
+            f"{appended.parts} parts in {appended.seconds:.2f} s",
+        )
+
+    def _line_at_least(self, what: str, value: float, bar: float, detail: str) -> None:
+        verdict = "ok" if value >= bar else "UNDER THE BAR"
+        self.stdout.write(f"  {what}: {value:,.0f} (bar {bar:,.0f}; {value / bar:.2f}x) [{verdict}]  {detail}")
 
     def _line(self, what: str, ratio: float, bar: float, detail: str) -> None:
         verdict = "ok" if ratio <= bar else "OVER THE BAR"

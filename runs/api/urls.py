@@ -1,0 +1,17 @@
+"""Routes of the runs API, included under ``api/`` by deuz_project.urls."""
+
+from django.urls import path
+
+from runs.api import views
+
+urlpatterns = [
+    path("runs/", views.RunCollectionApi.as_view(), name="api-runs"),
+    path("runs/<str:run_id>/", views.RunDetailApi.as_view(), name="api-run-detail"),
+    path("runs/<str:run_id>/checkpoints/", views.RunCheckpointListApi.as_view(), name="api-run-checkpoints"),
+    path(
+        "runs/<str:run_id>/approvals/<str:approval_id>/",
+        views.ApprovalDecideApi.as_view(),
+        name="api-approval-decide",
+    ),
+    path("runs/<str:run_id>/cancel/", views.RunCancelApi.as_view(), name="api-run-cancel"),
+]

@@ -1,0 +1,187 @@
+"""The live run page in headless Chromium against a real `manage.py serve`: a reload mid-stream loses and repeats nothing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from runs.models import Run
+from runs.selectors import run_checkpoint_list, run_get
+from runs.services import run_start
+from runs.stores.journal import DatabaseStreamStateStore
+from tests.browser.serving import ServeProcess
+from tests.environment import PRODUCTION_ENV, clean_env
+from tests.runs.processes import WorkerProcess, database_url
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+USERNAME, PASSWORD = "live-viewer", "a-long-enough-password-1"
+
+# The page's own view of what it rendered: [step, text] per text block, in order.
+RENDERED_TEXT = "return [...document.querySelectorAll('p.assistant-text')].map((p) => [Number(p.dataset.step), p.textContent])"
+
+
+@pytest.fixture
+def serve(transactional_db):
+    """Start `manage.py serve ARGS` on this test's database, slow enough to reload mid-stream; returns its URL."""
+    servers: list[ServeProcess] = []
+
+    def start(*args: str, **env: str) -> str:
+        environment = clean_env(DATABASE_URL=database_url(), DEUZ_DEMO_DELAY_MS="120", **PRODUCTION_ENV, **env)
+        if os.environ.get("REDIS_URL"):
+            environment["REDIS_URL"] = os.environ["REDIS_URL"]
+        servers.append(ServeProcess(*args, env=environment))
+        return servers[-1].url
+
+    yield start
+    for server in servers:  # before the database is flushed
+        server.stop()
+
+
+@pytest.fixture
+def viewer(settings, django_user_model):
+    # The server checks the password with its own hashers, which do not include the tests' fast MD5.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    return django_user_model.objects.create_user(USERNAME, password=PASSWORD, is_staff=True)
+
+
+@pytest.fixture
+def browser(tmp_path, monkeypatch):
+    """Debian's headless Chromium; a machine without it fails here, saying what to install."""
+    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager must never download a driver or a browser
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing:
+        pytest.fail(
+            f"The browser tests need Debian's Chromium and its driver; missing: {', '.join(missing)}. "
+            "Install them with `apt-get install -y chromium chromium-driver` (.ci/run does)."
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                     "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
+                     "--window-size=1100,900", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(argument)
+    service = Service(executable_path=str(CHROMEDRIVER), log_output=str(tmp_path / "chromedriver.log"))
+    try:
+        driver = webdriver.Chrome(service=service, options=options)
+    except WebDriverException as error:
+        pytest.fail(f"Headless Chromium did not start ({CHROMIUM}, {CHROMEDRIVER}): {error.msg}")
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def log_in(browser, page_url: str) -> None:
+    """Open a page that needs a user, get sent to the admin's login, and sign in."""
+    browser.get(page_url)
+    assert urlparse(browser.current_url).path == "/admin/login/"
+    browser.find_element(By.NAME, "username").send_keys(USERNAME)
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "[type=submit]").click()
+    WebDriverWait(browser, 30).until(lambda driver: urlparse(driver.current_url).path != "/admin/login/")
+
+
+def journal_text(run_id: str) -> list[list]:
+    """[step, text] per step that streamed text, from every text-delta part in the run's journal."""
+    blocks: list[list] = []
+    step = 0
+    for _, part in DatabaseStreamStateStore().read_sync(run_id, after=-1, limit=100_000).parts:
+        assert part["type"] != "recovery", "no leg died in this test, so no step restarts"
+        if part["type"] == "step-start":
+            step = part["step_index"]
+        elif part["type"] == "text-delta":
+            if blocks and blocks[-1][0] == step:
+                blocks[-1][1] += part["text"]
+            else:
+                blocks.append([step, part["text"]])
+    return blocks
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("transport", ["sse", "websocket"])
+def test_a_reload_mid_stream_resumes_exactly_where_rendering_stopped(serve, viewer, browser, transport):
+    server = serve("--workers", "1")
+    run_id = f"live-{transport}"
+    page_url = f"{server}runs/{run_id}/live/" + ("?transport=websocket" if transport == "websocket" else "")
+    log_in(browser, page_url)  # before the run exists: the page answers 404 until then
+
+    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
+    browser.get(page_url)
+    before_reload = WebDriverWait(browser, 30, poll_frequency=0.05).until(
+        lambda driver: driver.execute_script(RENDERED_TEXT)
+    )
+    browser.refresh()
+    announcement = WebDriverWait(browser, 60, poll_frequency=0.1).until(
+        lambda driver: driver.find_element(By.ID, "run-announcement").get_attribute("textContent")
+    )
+
+    rendered = browser.execute_script(RENDERED_TEXT)
+    journal = journal_text(run_id)
+    assert "".join(text for _, text in rendered) == "".join(text for _, text in journal)
+    assert rendered == journal  # one block per step, nothing repeated or lost at the reload
+    # The reload came mid-stream, and the new page continued from the saved cursor rather than from the start.
+    assert "".join(text for _, text in before_reload) != "".join(text for _, text in journal)
+    assert int(browser.find_element(By.ID, "transcript").get_attribute("data-resumed-from")) >= 0
+    approval = browser.find_element(By.CSS_SELECTOR, ".approval-line").get_attribute("textContent")
+    assert approval.startswith('Waiting for review: pay_expense {"expense_id":"exp-1042"')
+    assert announcement == "Waiting for review: pay_expense."
+    assert Run.objects.get(run_id=run_id).status == Run.Status.SUSPENDED
+
+
+def checkpoint_text(run_id: str) -> list[list]:
+    """[step, text] of every assistant message with text in the run's latest checkpoint: what each step said in the end."""
+    messages = run_checkpoint_list(run=run_get(run_id=run_id))[-1]["messages"]
+    steps = [message for message in messages if message["role"] == "assistant"]
+    return [
+        [step, text]
+        for step, message in enumerate(steps)
+        if (text := "".join(part.get("text", "") for part in message["content"] if part["type"] == "text"))
+    ]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("fault", ["mid-stream:3", "mid-stream:10"], ids=["in-step-0", "in-step-1"])
+def test_a_worker_killed_mid_stream_leaves_only_the_restarted_step_on_the_page(serve, viewer, browser, tmp_path, fault):
+    """The follower continues the dead run; the page drops the dead leg's partial text of the step that restarts."""
+    server = serve("--workers", "0")
+    run_id = f"live-crash-{fault.replace(':', '-')}"
+    page_url = f"{server}runs/{run_id}/live/"
+    log_in(browser, page_url)
+
+    worker = WorkerProcess("crashing", tmp_path, DEUZ_FAULT=fault, DEUZ_DEMO_DELAY_MS="120")
+    try:
+        run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
+        browser.get(page_url)
+        assert worker.wait_exit(timeout=60) == -9, worker.output  # the fault's SIGKILL, mid-stream
+        announcement = WebDriverWait(browser, 60, poll_frequency=0.1).until(
+            lambda driver: driver.find_element(By.ID, "run-announcement").get_attribute("textContent")
+        )
+    finally:
+        worker.stop()
+
+    assert announcement == "Waiting for review: pay_expense."
+    assert browser.execute_script(RENDERED_TEXT) == checkpoint_text(run_id)
+    parts = [part for _, part in DatabaseStreamStateStore().read_sync(run_id, after=-1, limit=100_000).parts]
+    texts = "".join(part["text"] for part in parts if part["type"] == "text-delta")
+    assert len(texts) > len("".join(text for _, text in checkpoint_text(run_id)))  # the dead leg's partial text is in the journal
+
+
+@pytest.mark.django_db
+def test_the_live_page_sends_a_visitor_without_a_login_to_sign_in(client):
+    response = client.get("/runs/live-1/live/")
+    assert response.status_code == 302
+    assert response.url == "/admin/login/?next=/runs/live-1/live/"
+
+
+@pytest.mark.django_db
+def test_the_live_page_of_an_unknown_run_is_not_found(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("ada"))
+    assert client.get("/runs/no-such-run/live/").status_code == 404

@@ -1,0 +1,209 @@
+"""The Django admin: every model browsable with real records, read-only, with actions that call the services."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib import messages
+from django.contrib.admin.sites import site
+from django.contrib.auth.models import Permission, User
+from django.test import RequestFactory
+from django.urls import reverse
+
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from runs.models import Checkpoint, Effect, JournalEntry, Leg, Run, RunMessage, SandboxPayment
+from runs.services import run_start
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _suspended(drain_runs, run_id: str = "r-wait") -> Run:
+    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
+    drain_runs()
+    return Run.objects.get(run_id=run_id)
+
+
+def _paid(drain_runs, run_id: str = "r-paid") -> Run:
+    _suspended(drain_runs, run_id)
+    request = ApprovalRequest.objects.get(run__run_id=run_id)
+    approval_decide(run_id=run_id, approval_id=request.approval_id, approved=True, token=request.token, user=None)
+    drain_runs()
+    return Run.objects.get(run_id=run_id)
+
+
+def _url(model, view: str, *args) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+def _messages(response) -> list[tuple[int, str]]:
+    return [(message.level, str(message)) for message in response.context["messages"]]
+
+
+def _post_action(client, model, action: str, objects) -> object:
+    return client.post(
+        _url(model, "changelist"), {"action": action, "_selected_action": [obj.pk for obj in objects]}, follow=True
+    )
+
+
+@pytest.fixture
+def paid_run(drain_runs):
+    return _paid(drain_runs)
+
+
+# Each model with a field whose value its changelist must show for the paid run's records.
+RECORDS = [
+    (Run, lambda: Run.objects.get(run_id="r-paid"), "r-paid"),
+    (Leg, lambda: Leg.objects.filter(run__run_id="r-paid").last(), "verdict"),
+    (Effect, lambda: Effect.objects.get(), "pay_expense"),
+    (RunMessage, lambda: RunMessage.objects.filter(run__run_id="r-paid").first(), "r-paid"),
+    (Checkpoint, lambda: Checkpoint.objects.filter(run__run_id="r-paid").last(), "r-paid"),
+    (SandboxPayment, lambda: SandboxPayment.objects.get(), "tx-"),
+    (JournalEntry, lambda: JournalEntry.objects.filter(run__run_id="r-paid", is_sentinel=False).last(), "r-paid"),
+    (ApprovalRequest, lambda: ApprovalRequest.objects.get(), "pay_expense"),
+]
+
+
+@pytest.mark.parametrize(("model", "get", "shown"), RECORDS, ids=[model.__name__ for model, _, _ in RECORDS])
+def test_changelist_lists_the_records_for_a_superuser(admin_client, paid_run, model, get, shown):
+    response = admin_client.get(_url(model, "changelist"))
+    assert response.status_code == 200
+    assert response.context["cl"].result_count >= 1
+    assert shown in response.content.decode()
+
+
+@pytest.mark.parametrize(("model", "get", "shown"), RECORDS, ids=[model.__name__ for model, _, _ in RECORDS])
+def test_change_page_loads_for_a_superuser(admin_client, paid_run, model, get, shown):
+    response = admin_client.get(_url(model, "change", get().pk))
+    assert response.status_code == 200
+    assert shown in response.content.decode()
+
+
+def test_run_page_shows_its_legs_and_effects_inline(admin_client, paid_run):
+    content = admin_client.get(_url(Run, "change", paid_run.pk)).content.decode()
+    assert paid_run.effects.get().operation_id in content
+    assert "verdict" in content  # the second leg's kind
+
+
+def test_checkpoint_page_renders_the_decoded_history(admin_client, paid_run):
+    checkpoint = Checkpoint.objects.filter(run=paid_run).last()
+    content = admin_client.get(_url(Checkpoint, "change", checkpoint.pk)).content.decode()
+    assert "<pre>" in content
+    assert "Reimburse exp-1042" in content
+    assert "transaction tx-" in content  # the final assistant message
+
+
+def test_checkpoint_page_shortens_the_approval_tokens_it_holds(admin_client, drain_runs):
+    run = _suspended(drain_runs)
+    token = ApprovalRequest.objects.get(run=run).token
+    checkpoint = Checkpoint.objects.get(run=run, status="suspended")
+    content = admin_client.get(_url(Checkpoint, "change", checkpoint.pk)).content.decode()
+    assert "pay_expense" in content
+    assert token not in content
+    assert token[:12] + "…" in content
+
+
+def test_journal_page_shortens_the_approval_token_of_a_request_part(admin_client, drain_runs):
+    run = _suspended(drain_runs)
+    token = ApprovalRequest.objects.get(run=run).token
+    entry = next(e for e in JournalEntry.objects.filter(run=run, is_sentinel=False)
+                 if e.decoded_part["type"] == "tool-approval-request")
+    content = admin_client.get(_url(JournalEntry, "change", entry.pk)).content.decode()
+    assert "pay_expense" in content
+    assert token not in content
+    assert token[:12] + "…" in content
+
+
+def test_run_message_page_shows_a_size_not_the_stored_bytes(admin_client, paid_run):
+    message = RunMessage.objects.filter(run=paid_run).order_by("id").first()  # the user's message
+    content = admin_client.get(_url(RunMessage, "change", message.pk)).content.decode()
+    assert "bytes" in content
+    assert "Reimburse exp-1042" not in content
+
+
+def test_approval_page_shows_only_the_start_of_the_token(admin_client, drain_runs):
+    request = ApprovalRequest.objects.get(run=_suspended(drain_runs))
+    content = admin_client.get(_url(ApprovalRequest, "change", request.pk)).content.decode()
+    assert request.token not in content
+    assert request.token[:12] + "…" in content
+
+
+def test_approve_action_approves_the_request_and_queues_the_run(admin_client, admin_user, drain_runs):
+    run = _suspended(drain_runs)
+    request = ApprovalRequest.objects.get(run=run)
+    response = _post_action(admin_client, ApprovalRequest, "approve_selected", [request])
+    request.refresh_from_db()
+    assert (request.status, request.decided_by, request.reason) == ("approved", admin_user, "Decided in the admin")
+    assert Run.objects.get(pk=run.pk).status == "queued"
+    assert (messages.SUCCESS, "1 request(s) approved.") in _messages(response)
+
+
+def test_deny_action_denies_the_request_and_queues_the_run(admin_client, drain_runs):
+    run = _suspended(drain_runs)
+    request = ApprovalRequest.objects.get(run=run)
+    _post_action(admin_client, ApprovalRequest, "deny_selected", [request])
+    request.refresh_from_db()
+    assert request.status == "denied"
+    assert Run.objects.get(pk=run.pk).status == "queued"
+
+
+def test_deciding_a_decided_request_reports_an_error_not_a_500(admin_client, drain_runs):
+    request = ApprovalRequest.objects.get(run=_suspended(drain_runs))
+    _post_action(admin_client, ApprovalRequest, "deny_selected", [request])
+    response = _post_action(admin_client, ApprovalRequest, "approve_selected", [request])
+    assert response.status_code == 200
+    assert [level for level, _ in _messages(response)] == [messages.ERROR]
+    request.refresh_from_db()
+    assert request.status == "denied"
+
+
+def test_staff_without_the_reviewer_permission_cannot_decide(client, drain_runs):
+    staff = User.objects.create_user("support", password="pw", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_approvalrequest"))
+    client.force_login(staff)
+    run = _suspended(drain_runs)
+    request = ApprovalRequest.objects.get(run=run)
+    response = _post_action(client, ApprovalRequest, "approve_selected", [request])
+    assert (messages.ERROR, "You do not have permission to decide approval requests.") in _messages(response)
+    request.refresh_from_db()
+    assert (request.status, request.decided_by) == ("pending", None)
+    assert Run.objects.get(pk=run.pk).status == "suspended"
+
+
+def test_cancel_action_cancels_the_run(admin_client, drain_runs):
+    run = _suspended(drain_runs)
+    _post_action(admin_client, Run, "cancel_selected", [run])
+    assert Run.objects.get(pk=run.pk).status == "cancelled"
+    assert ApprovalRequest.objects.get(run=run).status == "superseded"
+
+
+def test_resume_action_queues_a_failed_run(admin_client, paid_run):
+    Run.objects.filter(pk=paid_run.pk).update(status="failed")
+    _post_action(admin_client, Run, "resume_selected", [paid_run])
+    assert Run.objects.get(pk=paid_run.pk).status == "queued"
+
+
+def test_resume_action_reports_each_run_it_cannot_resume(admin_client, paid_run):
+    response = _post_action(admin_client, Run, "resume_selected", [paid_run])
+    assert response.status_code == 200
+    errors = [text for level, text in _messages(response) if level == messages.ERROR]
+    assert len(errors) == 1 and errors[0].startswith("r-paid: ")
+    assert Run.objects.get(pk=paid_run.pk).status == "completed"
+
+
+def test_checkpoints_cannot_be_added_changed_or_deleted(admin_user):
+    request = RequestFactory().get("/admin/")
+    request.user = admin_user
+    model_admin = site._registry[Checkpoint]
+    assert not model_admin.has_add_permission(request)
+    assert not model_admin.has_change_permission(request)
+    assert not model_admin.has_delete_permission(request)
+
+
+def test_checkpoint_add_page_is_forbidden(admin_client):
+    assert admin_client.get(_url(Checkpoint, "add")).status_code == 403
+
+
+def test_runs_cannot_be_edited_through_the_form(admin_client, paid_run):
+    admin_client.post(_url(Run, "change", paid_run.pk), {"status": "queued", "agent": "coder"})
+    paid_run.refresh_from_db()
+    assert (paid_run.status, paid_run.agent) == ("completed", "reimbursement")

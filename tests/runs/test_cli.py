@@ -1,0 +1,232 @@
+"""`manage.py runs`: the operators' list, show, follow, resume, cancel and export."""
+
+from __future__ import annotations
+
+import json
+import time
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from runs.models import Run
+from runs.services import run_start
+
+
+def _runs(*args: str) -> str:
+    out = StringIO()
+    call_command("runs", *args, stdout=out)
+    return out.getvalue()
+
+
+def _start(run_id: str, agent: str = "reimbursement") -> None:
+    run_start(agent=agent, messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
+
+
+@pytest.fixture
+def suspended_run(drain_runs) -> Run:
+    _start("r-wait")
+    drain_runs()
+    return Run.objects.get(run_id="r-wait")
+
+
+@pytest.fixture
+def paid_run(drain_runs) -> Run:
+    _start("r-paid")
+    drain_runs()
+    request = ApprovalRequest.objects.get(run__run_id="r-paid")
+    approval_decide(run_id="r-paid", approval_id=request.approval_id, approved=True, token=request.token, user=None)
+    drain_runs()
+    return Run.objects.get(run_id="r-paid")
+
+
+def _rows(output: str) -> dict[str, list[str]]:
+    """The table's data rows by their first column."""
+    return {line.split()[0]: line.split() for line in output.splitlines()[2:]}
+
+
+# -------------------------------------------------------------------- list
+
+
+@pytest.mark.django_db
+def test_list_shows_every_run_with_its_status():
+    _start("r-one")
+    _start("r-two")
+    Run.objects.filter(run_id="r-two").update(status="failed")
+    rows = _rows(_runs("list"))
+    assert rows["r-one"][:3] == ["r-one", "reimbursement", "queued"]
+    assert rows["r-two"][:3] == ["r-two", "reimbursement", "failed"]
+
+
+@pytest.mark.django_db
+def test_list_filters_by_status():
+    _start("r-one")
+    _start("r-two")
+    Run.objects.filter(run_id="r-two").update(status="failed")
+    assert set(_rows(_runs("list", "--status", "failed"))) == {"r-two"}
+
+
+@pytest.mark.django_db
+def test_list_filters_by_agent():
+    _start("r-pay")
+    _start("r-code", agent="coder")
+    assert set(_rows(_runs("list", "--agent", "coder"))) == {"r-code"}
+
+
+@pytest.mark.django_db
+def test_list_stops_at_the_limit_newest_first():
+    for number in range(3):
+        _start(f"r-{number}")
+    assert list(_rows(_runs("list", "--limit", "2"))) == ["r-2", "r-1"]
+
+
+@pytest.mark.django_db
+def test_list_rejects_an_unknown_status():
+    with pytest.raises(CommandError, match="invalid choice"):
+        _runs("list", "--status", "sleeping")
+
+
+# -------------------------------------------------------------------- show
+
+
+@pytest.mark.django_db(transaction=True)
+def test_show_names_the_pending_tool_and_its_input(suspended_run):
+    output = _runs("show", "r-wait")
+    assert "Waiting for review" in output
+    assert "pay_expense" in output
+    assert '"amount": "84.20"' in output and '"expense_id": "exp-1042"' in output
+
+
+@pytest.mark.django_db(transaction=True)
+def test_show_lists_the_legs_with_their_epochs_and_the_effect(paid_run):
+    output = _runs("show", "r-paid")
+    legs = output.split("Legs")[1].split("Effects")[0]
+    assert [line.split()[:3] for line in legs.splitlines()[3:5]] == [["1", "start", "1"], ["2", "verdict", "2"]]
+    assert paid_run.effects.get().operation_id in output.split("Effects")[1]
+
+
+@pytest.mark.django_db
+def test_show_gives_the_reason_a_run_failed():
+    _start("r-bad")
+    Run.objects.filter(run_id="r-bad").update(status="failed", error="RuntimeError: the model API is down")
+    assert "Why:      RuntimeError: the model API is down" in _runs("show", "r-bad")
+
+
+# ---------------------------------------------------------- resume, cancel
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resume_queues_a_failed_run(paid_run):
+    Run.objects.filter(run_id="r-paid").update(status="failed")
+    _runs("resume", "r-paid")
+    assert Run.objects.get(run_id="r-paid").status == "queued"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resume_of_a_completed_run_is_refused(paid_run):
+    with pytest.raises(CommandError, match="Only failed runs"):
+        _runs("resume", "r-paid")
+    assert Run.objects.get(run_id="r-paid").status == "completed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_cancels_a_suspended_run(suspended_run):
+    _runs("cancel", "r-wait")
+    assert Run.objects.get(run_id="r-wait").status == "cancelled"
+
+
+# -------------------------------------------------------------------- export
+
+
+@pytest.mark.django_db(transaction=True)
+def test_export_prints_the_recovery_receipt(paid_run):
+    receipt = json.loads(_runs("export", "r-paid"))
+    assert receipt["receipt_version"] == 1
+    assert receipt["run"]["run_id"] == "r-paid" and receipt["run"]["status"] == "completed"
+    assert [(leg["kind"], leg["owner_epoch"]) for leg in receipt["legs"]] == [("start", 1), ("verdict", 2)]
+    assert receipt["checkpoints"][-1]["step_id"] == "r-paid#2" and "messages" not in receipt["checkpoints"][-1]
+    assert receipt["final_text"].startswith("Paid 84.20 EUR to Ada Lovelace")
+    assert receipt["generated_at"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_export_records_the_effect_with_its_operation_id_and_fingerprint(paid_run):
+    effect = paid_run.effects.get()
+    [exported] = json.loads(_runs("export", "r-paid"))["effects"]
+    assert exported["operation_id"] == effect.operation_id
+    assert exported["request_fingerprint"] == effect.fingerprint
+    assert exported["status"] == "committed"
+    assert exported["receipt"]["transaction_id"].startswith("tx-")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_export_holds_the_verdict_but_never_the_token(paid_run):
+    request = ApprovalRequest.objects.get(run=paid_run)
+    output = _runs("export", "r-paid")
+    [approval] = json.loads(output)["approvals"]
+    assert request.token not in output
+    assert len(approval["token_sha256"]) == 64
+    assert (approval["tool_name"], approval["status"], approval["revision"]) == ("pay_expense", "used", "r-paid#1")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_export_writes_the_receipt_to_a_file(paid_run, tmp_path):
+    target = tmp_path / "receipt.json"
+    _runs("export", "r-paid", "-o", str(target))
+    assert json.loads(target.read_text())["run"]["run_id"] == "r-paid"
+
+
+# -------------------------------------------------------------------- follow
+
+
+@pytest.mark.django_db(transaction=True)
+def test_follow_prints_the_final_text_and_exits_when_the_run_is_complete(paid_run):
+    started = time.monotonic()
+    output = _runs("follow", "r-paid", "--timeout", "5")
+    assert time.monotonic() - started < 2
+    assert "Paid 84.20 EUR to Ada Lovelace" in output
+    assert output.rstrip().endswith("Run r-paid completed.")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_follow_prints_each_checkpoint_as_a_step_line(paid_run):
+    steps = [line for line in _runs("follow", "r-paid").splitlines() if line.startswith("step ")]
+    assert steps[-1] == "step 2 completed"
+    assert "step 1 suspended" in steps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_follow_of_a_suspended_run_prints_the_pending_approvals(suspended_run):
+    output = _runs("follow", "r-wait", "--timeout", "5")
+    assert "is waiting for review (1 pending)" in output
+    assert '"expense_id": "exp-1042"' in output.split("waiting for review")[1]
+
+
+@pytest.mark.django_db
+def test_follow_of_a_failed_run_fails_with_the_reason():
+    _start("r-bad")
+    Run.objects.filter(run_id="r-bad").update(status="failed", error="RuntimeError: the model API is down")
+    with pytest.raises(CommandError, match="the model API is down") as failure:
+        _runs("follow", "r-bad")
+    assert failure.value.returncode == 1
+
+
+@pytest.mark.django_db
+def test_follow_gives_up_at_the_timeout():
+    _start("r-queued")  # no worker drains it
+    with pytest.raises(CommandError, match="still queued") as failure:
+        _runs("follow", "r-queued", "--timeout", "0.2", "--interval", "0.05")
+    assert failure.value.returncode == 124
+
+
+# -------------------------------------------------------------------- errors
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("action", ["show", "follow", "resume", "cancel", "export"])
+def test_an_unknown_run_id_is_a_command_error(action):
+    with pytest.raises(CommandError, match=r"^No run 'nope'\.$"):
+        _runs(action, "nope")
