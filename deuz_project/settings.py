@@ -129,6 +129,10 @@ def _database_from_url(url: str) -> dict:
         config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
     except ValueError as error:
         raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {error}") from None
+    if config["ENGINE"] == "django.db.backends.postgresql":
+        # A process frozen inside a transaction (a stopped VM, a debugger) must not hold a run's row lock
+        # forever: PostgreSQL ends such a session, its locks go, and the run's lease can lapse and move on.
+        config.setdefault("OPTIONS", {}).setdefault("options", "-c idle_in_transaction_session_timeout=60000")
     if config["ENGINE"] == "django.db.backends.sqlite3":
         options = config.setdefault("OPTIONS", {})
         # Workers and the server write the same file: wait for a lock instead of

@@ -33,3 +33,20 @@ def api_client(token_client, api_user) -> APIClient:
 @pytest.fixture
 def anonymous_client() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture
+def workers(tmp_path):
+    """Start `manage.py worker` processes against the test database; all are stopped at the end."""
+    from tests.runs.processes import WorkerProcess
+
+    started = []
+
+    def start(name: str, **env: str):
+        worker = WorkerProcess(name, tmp_path, **env)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()

@@ -14,7 +14,7 @@ from runs.errors import StaleOwnerError
 from runs.models import JournalEntry, Leg, Run
 from runs.services import run_start
 from runs.stores.journal import DatabaseStreamStateStore
-from tests.runs.processes import WorkerProcess, wait_until
+from tests.runs.processes import wait_until
 from tests.runs.streams import afollow, follow, seqs, texts
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,18 +25,6 @@ def user():
     return get_user_model().objects.create_user("follower", password="x")
 
 
-@pytest.fixture
-def workers(tmp_path):
-    started = []
-
-    def start(name, **env):
-        worker = WorkerProcess(name, tmp_path, **env)
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
 
 
 def reimburse(run_id):

@@ -11,23 +11,11 @@ from approvals.services import approval_decide
 from runs.models import Checkpoint, Effect, Leg, Run, SandboxPayment
 from runs.services import run_start
 from runs.stores.db import DatabaseSessionStore
-from tests.runs.processes import WorkerProcess, wait_until
+from tests.runs.processes import freeze_between_transactions, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def workers(tmp_path):
-    started: list[WorkerProcess] = []
-
-    def start(name: str, **env: str) -> WorkerProcess:
-        worker = WorkerProcess(name, tmp_path, **env)
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
 
 
 def status(run_id: str) -> str:
@@ -75,7 +63,7 @@ def test_a_stale_worker_woken_after_its_lease_has_every_write_rejected(workers):
     reimburse("stale-1")
     stale = workers("stale", DEUZ_DEMO_DELAY_MS="150")
     wait_until(lambda: Checkpoint.objects.filter(session_key="stale-1").exists(), what="the first checkpoint")
-    stale.signal(signal.SIGSTOP)
+    freeze_between_transactions(stale, "stale-1")
     frozen_at = Checkpoint.objects.filter(session_key="stale-1").count()
     fresh = workers("fresh")
     wait_until(lambda: status("stale-1") == "suspended", what="the new owner to reach the approval")
