@@ -192,10 +192,11 @@ def test_follow_prints_the_final_text_and_exits_when_the_run_is_complete(paid_ru
 
 
 @pytest.mark.django_db(transaction=True)
-def test_follow_prints_each_checkpoint_as_a_step_line(paid_run):
-    steps = [line for line in _runs("follow", "r-paid").splitlines() if line.startswith("step ")]
-    assert steps[-1] == "step 2 completed"
-    assert "step 1 suspended" in steps
+def test_follow_prints_the_runs_journal_step_by_step(paid_run):
+    output = _runs("follow", "r-paid")
+    steps = [line for line in output.splitlines() if line.startswith("step ")]
+    assert steps == ["step 0:", "step 1:", "step 2:"]
+    assert "approval needed: pay_expense" in output and "<- pay_expense result:" in output
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,6 +1,6 @@
 """`manage.py runs`: the operators' view of runs: list, show, follow, resume, cancel, export.
 
-`follow` reads progress from checkpoints (``CheckpointProgress``); any object with the same ``poll()``
+`follow` reads progress from the run's journal (``JournalProgress``); any object with the same ``poll()``
 (the resumable stream journal, later) can replace it without touching the printing.
 """
 
@@ -21,12 +21,11 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from runs.cli_format import message_text, one_line, table, when
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError
-from runs.models import Checkpoint, Effect, Leg, Run, RunMessage
-from runs.runtime.codec import decode_value
-from runs.sealing import unseal
+from runs.models import Checkpoint, Effect, Leg, Run
 from runs.selectors import run_get, run_input_messages, run_leg_list, run_list
 from runs.services import run_cancel, run_requeue
 from runs.stores.db import DatabaseSessionStore
+from runs.stores.journal import DatabaseStreamStateStore
 
 RECEIPT_VERSION = 1
 
@@ -160,13 +159,15 @@ class Command(BaseCommand):
 
     def handle_follow(self, *, run_id: str, timeout: float | None, interval: float, **options: Any) -> None:
         run = run_get(run_id=run_id)
-        progress = CheckpointProgress(run)
+        progress = JournalProgress(run)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             # Status first, then progress: whatever led to a final status is printed before we stop.
             run = run_get(run_id=run_id)
             for event in progress.poll():
                 self._write_event(event)
+            if run.status in FOLLOW_DONE | FOLLOW_FAILED | {Run.Status.SUSPENDED}:
+                self._end_line()
             if run.status in FOLLOW_DONE:
                 self.stdout.write(f"Run {run.run_id} {run.get_status_display().lower()}.")
                 return
@@ -187,16 +188,32 @@ class Command(BaseCommand):
                 )
             time.sleep(interval)
 
+    def _end_line(self) -> None:
+        if getattr(self, "_mid_line", False):
+            self.stdout.write("")
+            self._mid_line = False
+
     def _write_event(self, event: ProgressEvent) -> None:
+        """Text deltas stream inline as they arrive; every other event starts its own line."""
+        if event.kind == "delta":
+            self.stdout.write(event.text, ending="")
+            self.stdout.flush()
+            self._mid_line = True
+            return
+        self._end_line()
         where = f" [{' > '.join(event.agent_path)}]" if event.agent_path else ""
         if event.kind == "step":
-            self.stdout.write(f"step {event.step_index} {event.status}{where}")
-        elif event.kind == "text":
-            self.stdout.write(_indent(event.text))
+            self.stdout.write(f"step {event.step_index}:")
         elif event.kind == "tool_call":
             self.stdout.write(f"  -> {event.text}")
+        elif event.kind == "tool_result":
+            self.stdout.write(f"  <- {event.text}")
         elif event.kind == "approval":
             self.stdout.write(f"approval needed{where}: {event.text}")
+        elif event.kind == "recovery":
+            self.stdout.write(f"(recovery) {event.text}")
+        elif event.kind == "error":
+            self.stdout.write(f"error: {event.text}")
 
     # ---------------------------------------------------- resume, cancel
 
@@ -233,7 +250,7 @@ class Command(BaseCommand):
 class ProgressEvent:
     """One line of `runs follow`: a closed step, an assistant's text or tool call, a new approval request."""
 
-    kind: str  # step | text | tool_call | approval
+    kind: str  # step | delta | tool_call | tool_result | approval | recovery | error
     step_index: int | None = None
     status: str = ""
     text: str = ""
@@ -241,52 +258,47 @@ class ProgressEvent:
 
 
 @dataclass
-class CheckpointProgress:
-    """A run's progress read from its stored checkpoints and approval requests, each reported once."""
+class JournalProgress:
+    """A run's progress read from its journal (the resumable wire), each part reported once, text live."""
 
     run: Run
-    last_checkpoint_id: int = 0
-    last_message_ids: dict[str, int] = field(default_factory=dict)
-    seen_approval_ids: set[int] = field(default_factory=set)
+    cursor: int = -1
+    store: DatabaseStreamStateStore = field(default_factory=DatabaseStreamStateStore)
 
     def poll(self) -> list[ProgressEvent]:
         events: list[ProgressEvent] = []
-        for row in Checkpoint.objects.filter(run=self.run, id__gt=self.last_checkpoint_id).order_by("id"):
-            self.last_checkpoint_id = row.id
-            path = tuple(row.agent_path or ())
-            events.append(ProgressEvent("step", step_index=row.step_index, status=row.status, agent_path=path))
-            events += self._new_messages(row, path)
-        for request in ApprovalRequest.objects.filter(run=self.run, status=ApprovalRequest.Status.PENDING).exclude(
-            id__in=self.seen_approval_ids
-        ).order_by("id"):
-            self.seen_approval_ids.add(request.id)
-            events.append(ProgressEvent(
-                "approval", text=f"{request.tool_name} {one_line(request.tool_input)}",
-                agent_path=tuple(request.agent_path or ()),
-            ))
-        return events
+        while True:
+            page = self.store.read_sync(self.run.run_id, self.cursor, 500)
+            for seq, part in page.parts:
+                self.cursor = seq
+                event = _progress_event(part)
+                if event is not None:
+                    events.append(event)
+            if not page.has_more:
+                return events
 
-    def _new_messages(self, row: Checkpoint, path: tuple[str, ...]) -> list[ProgressEvent]:
-        if row.head_id is None:
-            return []
-        seen = self.last_message_ids.get(row.session_key, 0)
-        messages = RunMessage.objects.filter(session_key=row.session_key, id__gt=seen, id__lte=row.head_id)
-        events = []
-        for stored in messages.order_by("id").only("id", "data"):
-            self.last_message_ids[row.session_key] = stored.id
-            message = decode_value(json.loads(unseal(stored.data)))
-            if message.get("role") != "assistant":
-                continue
-            text = message_text(message)
-            if text:
-                events.append(ProgressEvent("text", text=text, agent_path=path))
-            for part in message.get("content") if isinstance(message.get("content"), list) else []:
-                if isinstance(part, dict) and part.get("type") == "tool_call":
-                    events.append(ProgressEvent(
-                        "tool_call", text=f"{part.get('tool_name')} {one_line(part.get('input', {}))}",
-                        agent_path=path,
-                    ))
-        return events
+
+def _progress_event(part: dict[str, Any]) -> ProgressEvent | None:
+    kind = part.get("type")
+    if kind == "step-start":
+        return ProgressEvent("step", step_index=part.get("step_index"), status="started")
+    if kind == "text-delta":
+        return ProgressEvent("delta", text=part.get("text", ""))
+    if kind == "tool-call":
+        return ProgressEvent("tool_call", text=f"{part.get('tool_name')} {one_line(part.get('input', {}))}")
+    if kind == "tool-result":
+        marker = "error" if part.get("is_error") else "result"
+        return ProgressEvent("tool_result", text=f"{part.get('tool_name')} {marker}: {one_line(part.get('output'))}")
+    if kind == "tool-approval-request":
+        approval = part.get("approval") or {}
+        return ProgressEvent("approval", text=f"{approval.get('tool_name')} {one_line(approval.get('input', {}))}",
+                             agent_path=tuple(approval.get("agent_path") or ()))
+    if kind == "recovery":
+        return ProgressEvent("recovery", text=part.get("message", ""), step_index=part.get("restarted_step_index"))
+    if kind == "error":
+        error = part.get("error") or {}
+        return ProgressEvent("error", text=f"{error.get('name')}: {error.get('message')}")
+    return None
 
 
 # ------------------------------------------------------------------ the receipt
