@@ -6,7 +6,6 @@ become one leading ``system`` message; each tool result becomes its own ``tool``
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -14,64 +13,30 @@ from typing import Any
 
 from ..model import ModelRequest
 
-# Provider-neutral helpers; importing that module does not import the anthropic SDK.
-from .anthropic import _base64, _output_text, _plain_text, _running_loop, _scrub
+from .base import SdkModel, _base64, _output_text, _plain_text
 
 __all__ = ["OpenAIChatModel", "create_openai"]
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SdkModel):
     """A chat model behind ``client.chat.completions.create(..., stream=True)``.
 
     Pass ``client`` (an ``openai.AsyncOpenAI``) to configure retries, timeouts or transport yourself;
     otherwise the model builds one from ``api_key`` (default: ``OPENAI_API_KEY``) and ``base_url``.
     """
 
-    def __init__(
-        self,
-        model_id: str,
-        *,
-        client: Any = None,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        pricing: Mapping[str, float] | None = None,
-    ) -> None:
-        if client is not None and (api_key is not None or base_url is not None):
-            raise TypeError("Pass either client or api_key/base_url, not both: configure the client you pass.")
-        self.model_id = model_id
-        self.pricing = dict(pricing) if pricing else None
-        self._client = client
-        self._api_key = api_key
-        self._base_url = base_url
-        self._own_client: tuple[asyncio.AbstractEventLoop | None, Any] | None = None
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel({self.model_id!r})"
-
-    @property
-    def client(self) -> Any:
-        """The SDK client: the one given, else one built for the running event loop (see AnthropicModel.client)."""
-        if self._client is not None:
-            return self._client
-        loop = _running_loop()
-        if self._own_client is None or self._own_client[0] is not loop:
-            import openai
-
-            self._own_client = (loop, openai.AsyncOpenAI(api_key=self._api_key, base_url=self._base_url))
-        return self._own_client[1]
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[dict[str, Any]]:
+    def _build_client(self, *, api_key: str | None, base_url: str | None) -> Any:
         import openai
 
-        params = chat_params(request)
-        client = None
-        try:
-            client = self.client
-            async for event in self._events(client, params):
-                yield event
-        except openai.OpenAIError as exc:
-            _scrub(exc, [self._api_key, getattr(client, "api_key", None)])
-            raise
+        return openai.AsyncOpenAI(api_key=api_key, base_url=base_url)
+
+    def _sdk_errors(self) -> type[BaseException]:
+        import openai
+
+        return openai.OpenAIError
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        return chat_params(request)
 
     async def _events(self, client: Any, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         usage = {"input_tokens": 0, "output_tokens": 0}
