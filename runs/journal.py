@@ -46,6 +46,8 @@ class JournalWriter:
         self._lock = threading.Lock()
         self.last_seq = -1
         self._notified = -1
+        #: Parts the leg writes before its own (a recovery notice the runtime could not know to send).
+        self.prefix: list[dict[str, Any]] = []
 
     def flush_sync(self) -> int:
         """Write the source's new parts (inside the caller's transaction when there is one)."""
@@ -60,6 +62,8 @@ class JournalWriter:
                 self._next_seq = DatabaseStreamStateStore.last_seq(run_pk) + 1
                 self._is_continuation = self._next_seq > 0
             parts = journal_parts(new, is_continuation=bool(self._is_continuation))
+            if self.prefix:
+                parts, self.prefix = [*self.prefix, *parts], []
             if parts:
                 self.last_seq = self.store.append_sync(self.run_id, parts, first_seq=self._next_seq)
                 self._next_seq = self.last_seq + 1

@@ -249,6 +249,13 @@ class Worker:
             deps=Deps(fault=self.fault, secrets=_secrets(), logger=logging.getLogger("deuz.runtime")),
         )
         if await store.aload(run.run_id) is None:
+            if claim.kind == "recovery":
+                # The dead leg streamed part of step 0 and saved nothing: followers must set that output aside.
+                writer.prefix = [{
+                    "type": "recovery",
+                    "restarted_step_index": 0,
+                    "message": "The previous leg was interrupted; the run restarts at step 0.",
+                }]
             messages = decode_value(json.loads(run.input_messages))
             return stream_chat(messages=messages, session=DurableSession(store=store, run_id=run.run_id), **options)
         waiting = await sync_to_async(run_pending_suspension)(run=run)

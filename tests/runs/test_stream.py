@@ -159,3 +159,13 @@ def test_a_lost_notification_does_not_lose_a_part(settings, workers, user):
             e.decoded_part for e in JournalEntry.objects.filter(run__run_id="deaf-1", is_sentinel=False).order_by("seq"))
         if part["type"] == "text-delta")
     assert texts(events) == journal_text and events[-1]["data"] == "[DONE]"
+
+
+def test_a_producer_killed_before_its_first_checkpoint_is_continued_with_a_recovery_part(workers, user):
+    reimburse("killed-0")
+    doomed = workers("doomed", DEUZ_FAULT="mid-stream:3", DEUZ_DEMO_DELAY_MS="10")
+    assert doomed.wait_exit() == -signal.SIGKILL
+    events = follow(user, "killed-0")
+    recovery = next(e["data"] for e in events if e["id"] is not None and e["data"]["type"] == "recovery")
+    assert recovery["restarted_step_index"] == 0 and events[-1]["data"] == "[DONE]"
+    assert seqs(events) == list(range(len(seqs(events))))
