@@ -8,7 +8,8 @@
   django ValidationError (a service's full_clean)  400, field errors
   RequestDataTooBig (DATA_UPLOAD_MAX_MEMORY_SIZE)  413
   other unreadable bodies (SuspiciousOperation, MultiPartParserError, BadRequest)  400
-  anything DRF knows (APIException, Http404, PermissionDenied): as DRF answers it
+  anything DRF knows (APIException, Http404, PermissionDenied): as DRF answers it; field errors
+  (a serializer's ValidationError) get a "detail" beside them
 
 Every answer is ``{"detail": "...", ...}``. Anything else returns None, so it stays a 500 as DRF does.
 """
@@ -23,6 +24,7 @@ from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOper
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http.multipartparser import MultiPartParserError
 from rest_framework import status
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -64,7 +66,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
             return _error(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, f"The request body is larger than {limit} bytes.")
         return _error(status.HTTP_400_BAD_REQUEST, f"The request body could not be read: {exc}")
-    return drf_exception_handler(exc, context)
+    response = drf_exception_handler(exc, context)
+    if isinstance(exc, ValidationError) and response is not None and isinstance(response.data, dict):
+        # Field errors get a message too, so every error answer has "detail".
+        response.data = {"detail": "Invalid input; see the field errors.", **response.data}
+    return response
 
 
 def _error(code: int, detail: str, **extra: Any) -> Response:

@@ -6,14 +6,19 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import connections
 from django.test import AsyncClient
 from rest_framework.authtoken.models import Token
 from rest_framework.pagination import PageNumberPagination
 
-from tests.hostile_bodies import fuzz
-
+from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
+from runs.api.exceptions import api_exception_handler
+from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, UnknownAgent
 from runs.models import Run
 from runs.services import run_start
+from tests.hostile_bodies import fuzz
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +60,11 @@ def test_start_with_an_existing_run_id_answers_409(api_client):
     response = post_start(api_client, start_body(run_id="r-1"))
     assert response.status_code == 409
     assert Run.objects.filter(run_id="r-1").count() == 1
+
+
+def test_field_errors_come_with_a_detail_message(api_client):
+    body = post_start(api_client, start_body(run_id="bad id")).json()
+    assert body["detail"] and body["run_id"]
 
 
 def test_start_with_an_unknown_agent_answers_400_naming_the_known_agents(api_client):
@@ -154,14 +164,24 @@ def test_start_with_a_body_over_one_mebibyte_answers_413_json(api_client):
     assert not Run.objects.exists()
 
 
+@pytest.fixture
+def api_token(api_user) -> str:
+    return Token.objects.create(user=api_user).key
+
+
 @pytest.mark.django_db(transaction=True)
-async def test_a_body_over_one_mebibyte_answers_413_over_asgi_too(api_user):
+async def test_a_body_over_one_mebibyte_answers_413_over_asgi_too(api_token):
     # daphne serves the API through Django's ASGI handler, which buffers bodies differently from WSGI.
-    token = await sync_to_async(Token.objects.create)(user=api_user)
     body = start_body(messages=[{"role": "user", "content": "x" * 90_000}] * 12)
-    response = await AsyncClient().post(
-        "/api/runs/", json.dumps(body), content_type="application/json", headers={"Authorization": f"Token {token.key}"}
-    )
+    try:
+        response = await AsyncClient().post(
+            "/api/runs/", json.dumps(body), content_type="application/json",
+            headers={"Authorization": f"Token {api_token}"},
+        )
+    finally:
+        # The view ran in asgiref's thread, whose connection the test client keeps open; PostgreSQL would
+        # refuse to drop the test database while it is.
+        await sync_to_async(connections.close_all)()
     assert response.status_code == 413
     assert "larger than" in response.json()["detail"]
 
@@ -405,3 +425,32 @@ def test_hostile_bodies_never_make_the_start_endpoint_answer_500(api_client):
 def test_hostile_bodies_never_make_the_cancel_endpoint_answer_500(api_client):
     run_start(agent="reimbursement", messages=[USER_MESSAGE], run_id="r-1")
     assert fuzz(api_client, "/api/runs/r-1/cancel/") == []
+
+
+# --------------------------------------------------------------------------- the exception handler
+
+
+@pytest.mark.parametrize(
+    ("error", "status_code", "field"),
+    [
+        (RunNotFound("r"), 404, None),
+        (ApprovalNotFound("r", "a"), 404, None),
+        (RunAlreadyExists("r"), 409, "run_id"),
+        (UnknownAgent("x"), 400, "agent"),
+        (RunNotResumable("done"), 409, None),
+        (ApprovalNotDecidable("used", status="used"), 409, "status"),
+        (ApprovalTokenInvalid(), 400, "token"),
+        (DjangoValidationError({"run_id": ["bad"]}), 400, "run_id"),
+        (RequestDataTooBig("big"), 413, None),
+    ],
+)
+def test_the_exception_handler_maps_domain_errors_to_json(error, status_code, field):
+    response = api_exception_handler(error, {})
+    assert response.status_code == status_code
+    assert response.data["detail"]
+    if field is not None:
+        assert response.data[field]
+
+
+def test_the_exception_handler_leaves_unknown_errors_to_become_500s():
+    assert api_exception_handler(RuntimeError("bug"), {}) is None
