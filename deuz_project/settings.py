@@ -200,9 +200,10 @@ STORAGES = {
 
 # Every endpoint needs a user: a session for browsers, `Authorization: Token KEY` for clients.
 REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header makes a missing or bad credential a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",

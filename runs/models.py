@@ -11,7 +11,7 @@ from django.db import models
 __all__ = ["Checkpoint", "Effect", "JournalEntry", "Leg", "RUN_ID_VALIDATOR", "Run", "RunMessage", "SandboxPayment"]
 
 RUN_ID_VALIDATOR = RegexValidator(
-    r"^[A-Za-z0-9._:-]{1,200}$", "A run id is 1-200 characters of letters, digits, '.', '_', ':' and '-'."
+    r"^[A-Za-z0-9._:-]{1,200}\Z", "A run id is 1-200 characters of letters, digits, '.', '_', ':' and '-'."
 )
 
 

@@ -454,3 +454,11 @@ def test_the_exception_handler_maps_domain_errors_to_json(error, status_code, fi
 
 def test_the_exception_handler_leaves_unknown_errors_to_become_500s():
     assert api_exception_handler(RuntimeError("bug"), {}) is None
+
+
+@pytest.mark.django_db
+def test_a_request_without_credentials_is_a_401_asking_for_a_token():
+    from rest_framework.test import APIClient
+
+    response = APIClient().get("/api/runs/")
+    assert (response.status_code, response["WWW-Authenticate"]) == (401, "Token")
