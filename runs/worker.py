@@ -111,11 +111,16 @@ class Worker:
         sweep_every, since_sweep = 10, 10
         while not self.stopping.is_set():
             since_sweep += 1
-            if since_sweep >= sweep_every:
-                since_sweep = 0
-                await sync_to_async(approval_expire_due)()
-            free = self.concurrency - len(self.active)
-            claims = await sync_to_async(run_claim)(worker_id=self.worker_id, limit=free) if free else []
+            try:
+                if since_sweep >= sweep_every:
+                    since_sweep = 0
+                    await sync_to_async(approval_expire_due)()
+                free = self.concurrency - len(self.active)
+                claims = await sync_to_async(run_claim)(worker_id=self.worker_id, limit=free) if free else []
+            except Exception as exc:  # a database blip must not end the worker: back off and claim again
+                logger.warning("Claiming runs failed (%s); retrying in %.1f s.", type(exc).__name__, self.poll_seconds * 4)
+                await asyncio.sleep(self.poll_seconds * 4)
+                continue
             for claim in claims:
                 self.active[claim.run_id] = asyncio.create_task(self.execute(claim), name=f"leg:{claim.run_id}")
                 self.active[claim.run_id].add_done_callback(lambda task, run_id=claim.run_id: self.active.pop(run_id, None))
@@ -271,12 +276,17 @@ class Worker:
         interval = max(settings.DEUZ_LEASE_SECONDS / 3, 0.2)
         while True:
             await asyncio.sleep(interval)
-            owned = await sync_to_async(run_lease_renew)(run_id=claim.run_id, epoch=claim.epoch)
+            try:
+                owned = await sync_to_async(run_lease_renew)(run_id=claim.run_id, epoch=claim.epoch)
+                cancel = owned and await sync_to_async(run_cancel_requested)(run_id=claim.run_id)
+            except Exception as exc:  # try again; if the lease lapses meanwhile, fencing stops this leg's writes
+                logger.warning("Renewing the lease of %s failed (%s).", claim.run_id, type(exc).__name__)
+                continue
             if not owned:
                 lost.set()
                 signal.set()
                 return
-            if await sync_to_async(run_cancel_requested)(run_id=claim.run_id):
+            if cancel:
                 signal.set()
 
 
