@@ -11,7 +11,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection
 
 from approvals.services import approval_expire_due, approval_verdicts_for_resume
 from runs.agents import LegContext, agent_build
@@ -25,6 +25,7 @@ from runs.runtime.durable import (
     CheckpointCorruptError,
     DurableSession,
     OwnershipLostError,
+    StoreUnavailableError,
     create_approval_signer,
     resume_stream_from_checkpoint,
 )
@@ -195,6 +196,10 @@ class Worker:
             lost.set()
         except (CheckpointCorruptError, RunHalted) as exc:
             finish_reason, error = "needs_review", redact(str(exc), _secrets())
+        except (StoreUnavailableError, DatabaseError) as exc:
+            # Transient: the run goes back to the queue and a later leg resumes it from its checkpoint.
+            logger.warning("Leg %s of run %s lost its store (%s); requeued.", claim.leg, claim.run_id, type(exc).__name__)
+            finish_reason, error = "aborted", redact(f"{type(exc).__name__}: {exc}", _secrets())
         except asyncio.CancelledError:
             keeper.cancel()
             flushed.set()

@@ -25,3 +25,27 @@ def test_a_failed_claim_does_not_end_the_worker(monkeypatch):
     monkeypatch.setattr(worker_module, "run_claim", flaky_claim)
     async_to_sync(worker.run)()
     assert len(attempts) == 2
+
+
+class UnreachableSessions:
+    """A session store whose database is gone."""
+
+    def fenced(self, run_id, epoch, **kwargs):
+        return self
+
+    async def aload(self, run_id):
+        from runs.runtime.durable import StoreUnavailableError
+
+        raise StoreUnavailableError(run_id, ConnectionError("connection refused"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_leg_that_loses_its_store_puts_the_run_back_in_the_queue(settings, drain_runs):
+    from runs.models import Run
+    from runs.services import run_start
+
+    settings.DEUZ_STORES = {"sessions": {"BACKEND": "tests.runs.test_worker.UnreachableSessions"}}
+    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="lost-store")
+    drain_runs(max_legs=1)
+    run = Run.objects.get(run_id="lost-store")
+    assert (run.status, run.finish_reason) == ("queued", "aborted") and "StoreUnavailableError" in run.error
