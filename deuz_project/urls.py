@@ -15,6 +15,8 @@ urlpatterns = [
     # The stream is an async view (daphne keeps it open), apart from the DRF API.
     path("api/runs/<str:run_id>/events/", run_events, name="run-events"),
     path("runs/<str:run_id>/live/", run_live, name="run-live"),
+    path("runs/", include("runs.urls")),
+    path("console/", include("approvals.console.urls")),
     path("api/", include("runs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),

@@ -21,8 +21,8 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from runs.cli_format import message_text, one_line, table, when
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError
-from runs.models import Checkpoint, Effect, Leg, Run
-from runs.selectors import run_get, run_input_messages, run_leg_list, run_list
+from runs.models import Checkpoint, Run
+from runs.selectors import run_get, run_input_messages, run_leg_list, run_list, run_people_state
 from runs.services import run_cancel, run_requeue
 from runs.stores.db import DatabaseSessionStore
 from runs.stores.journal import DatabaseStreamStateStore
@@ -111,7 +111,7 @@ class Command(BaseCommand):
         pending = list(ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).order_by("id"))
         out = self.stdout
         out.write(f"Run {run.run_id} ({run.agent or 'no agent'})")
-        out.write(f"  State:    {people_facing_state(run, legs, effects)}  [{run.status}]")
+        out.write(f"  State:    {run_people_state(run, legs=legs, effects=effects).label}  [{run.status}]")
         for line in _why(run, pending):
             out.write(f"  Why:      {line}")
         usage = run.usage or {}
@@ -391,26 +391,6 @@ def run_receipt(run: Run) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------ helpers
-
-
-def people_facing_state(run: Run, legs: list[Leg], effects: list[Effect]) -> str:
-    """The recovery state people see (waiting, retry scheduled, reconciling, recovered...), from the run's records."""
-    recovered = any(leg.kind == Leg.Kind.RECOVERY for leg in legs)
-    if run.status == Run.Status.QUEUED:
-        if not legs:
-            return "Queued"
-        if legs[-1].finish_reason == "suspended":
-            return "Resuming after a verdict"
-        return "Retry scheduled"
-    if run.status == Run.Status.RUNNING:
-        if run.cancel_requested:
-            return "Cancelling"
-        if any(effect.status in {Effect.Status.INTENT, Effect.Status.UNKNOWN} for effect in effects) and recovered:
-            return "Reconciling"
-        return "Recovering" if legs and legs[-1].kind == Leg.Kind.RECOVERY else "Running"
-    if run.status == Run.Status.COMPLETED and recovered:
-        return "Recovered, completed"
-    return run.get_status_display()
 
 
 def _why(run: Run, pending: list[ApprovalRequest]) -> list[str]:

@@ -1,0 +1,10 @@
+"""Routes of the support staff's run pages, mounted at /runs/ (the live transcript is routed in the project)."""
+
+from django.urls import path
+
+from runs import views
+
+urlpatterns = [
+    path("", views.run_list_page, name="run-list"),
+    path("<str:run_id>/", views.run_detail, name="run-detail"),
+]

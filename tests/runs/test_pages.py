@@ -1,0 +1,171 @@
+"""Support staff's run pages: the list and one run's timeline."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from runs.services import run_start
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def staff(django_user_model):
+    return django_user_model.objects.create_user(username="sam", password="not-used", is_staff=True)
+
+
+@pytest.fixture
+def staff_browser(staff) -> Client:
+    client = Client()
+    client.force_login(staff)
+    return client
+
+
+def start(run_id: str):
+    return run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}],
+                     run_id=run_id)
+
+
+@pytest.fixture
+def completed(drain_runs):
+    """A reimbursement run whose payment was approved and made."""
+    start("done-1")
+    drain_runs()
+    request = ApprovalRequest.objects.get(run__run_id="done-1")
+    approval_decide(run_id="done-1", approval_id=request.approval_id, approved=True, token=request.token, user=None)
+    drain_runs()
+    return request
+
+
+def test_the_run_list_shows_each_run_with_its_state(staff_browser, drain_runs):
+    start("wait-1")
+    drain_runs()
+    start("queued-1")
+    response = staff_browser.get("/runs/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'href="/runs/wait-1/"' in html and 'href="/runs/queued-1/"' in html
+    assert "Waiting for review" in html
+    assert html.index("queued-1") < html.index("wait-1")  # newest first
+
+
+def test_the_run_list_filters_by_status(staff_browser, drain_runs):
+    start("wait-1")
+    drain_runs()
+    start("queued-1")
+    html = staff_browser.get("/runs/?status=suspended").content.decode()
+    assert "wait-1" in html and "queued-1" not in html
+
+
+def test_the_run_list_is_paginated_by_50(staff_browser):
+    for number in range(51):
+        start(f"many-{number:02d}")
+    first = staff_browser.get("/runs/").content.decode()
+    second = staff_browser.get("/runs/?page=2").content.decode()
+    assert (first.count('href="/runs/many-'), second.count('href="/runs/many-')) == (50, 1)
+    assert 'href="/runs/many-00/"' in second
+
+
+def test_run_pages_send_anonymous_visitors_to_the_login(client):
+    response = client.get("/runs/")
+    assert (response.status_code, response.url) == (302, "/admin/login/?next=/runs/")
+    assert client.get("/runs/r1/").status_code == 302
+
+
+def test_run_pages_refuse_a_user_who_is_neither_staff_nor_reviewer(client, django_user_model):
+    start("r1")
+    client.force_login(django_user_model.objects.create_user(username="pat", password="not-used"))
+    assert (client.get("/runs/").status_code, client.get("/runs/r1/").status_code) == (403, 403)
+
+
+def test_an_unknown_run_is_404(staff_browser):
+    assert staff_browser.get("/runs/no-such-run/").status_code == 404
+
+
+def test_the_live_page_keeps_its_route(staff_browser):
+    start("r1")
+    response = staff_browser.get("/runs/r1/live/")
+    assert response.status_code == 200
+    assert 'data-run-id="r1"' in response.content.decode()
+
+
+def test_a_waiting_run_says_what_it_waits_for_and_what_to_do(staff_browser, drain_runs):
+    start("wait-1")
+    drain_runs()
+    html = staff_browser.get("/runs/wait-1/").content.decode()
+    assert 'data-state="waiting"' in html
+    assert "Approve or deny the pending request in the console." in html
+    assert "Last confirmed event" in html
+    assert 'href="/runs/wait-1/live/"' in html
+
+
+def test_a_completed_runs_timeline_lists_its_steps_in_order(staff_browser, completed):
+    response = staff_browser.get("/runs/done-1/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    steps = html.split('<ol class="steps">', 1)[1].split("</ol>", 1)[0]
+    kinds = [chunk.split('"', 1)[0] for chunk in steps.split('data-kind="')[1:]]
+    assert kinds == ["proposed", "approved", "attempted", "verified", "completed"]
+    assert 'data-state="completed"' in html
+
+
+def test_a_completed_runs_timeline_shows_legs_effects_and_technical_records(staff_browser, completed):
+    html = staff_browser.get("/runs/done-1/").content.decode()
+    assert html.count("<code>test-worker</code>") == 2  # the start leg and the verdict's leg
+    assert 'data-status="committed"' in html
+    assert "transaction_id" in html
+    assert "<details>" in html and "checkpoint" in html
+    assert completed.token not in html
+
+
+def make_run(run_id: str, status: str, legs: list[str] = (), effect_status: str | None = None):
+    from runs.models import Effect, Leg, Run
+
+    run = Run.objects.create(run_id=run_id, agent="reimbursement", status=status, input_messages="[]",
+                             owner_epoch=len(legs), worker_id="w-2")
+    for number, kind in enumerate(legs, start=1):
+        Leg.objects.create(run=run, number=number, kind=kind, owner_epoch=number, worker_id=f"w-{number}",
+                           finish_reason="" if number == len(legs) else "lost")
+    if effect_status:
+        Effect.objects.create(run=run, operation_id=f"{run_id}:op", tool_call_id="call-1", tool_name="pay_expense",
+                              fingerprint="f" * 64, request={}, status=effect_status, owner_epoch=1)
+    return run
+
+
+@pytest.mark.parametrize(
+    ("status", "legs", "effect_status", "key", "control"),
+    [
+        ("queued", ["start"], None, "retry_scheduled", "Follow it live"),
+        ("running", ["start", "recovery"], "unknown", "reconciling", "no duplicate submit"),
+        ("completed", ["start", "recovery"], "reconciled", "recovered", "manage.py runs export"),
+        ("failed", ["start"], None, "failed", "manage.py runs resume"),
+        ("cancelled", ["start"], None, "cancelled", "None."),
+        ("needs_review", ["start"], None, "needs_review", "manage.py runs resume"),
+    ],
+)
+def test_the_state_box_names_the_recovery_state_and_its_control(staff_browser, status, legs, effect_status, key,
+                                                                 control):
+    make_run("s-1", status, legs, effect_status)
+    html = staff_browser.get("/runs/s-1/").content.decode()
+    assert f'class="state-box" data-state="{key}"' in html
+    assert control in html
+
+
+def test_a_reconciling_effect_shows_as_being_checked_in_the_steps(staff_browser):
+    make_run("s-1", "running", ["start", "recovery"], "unknown")
+    html = staff_browser.get("/runs/s-1/").content.decode()
+    assert 'data-kind="attempted"' in html and 'data-kind="reconciling"' in html
+    assert 'data-kind="verified"' not in html
+
+
+def test_a_reconciled_effect_lists_reconciled_before_verified(staff_browser):
+    from runs.models import Effect
+
+    make_run("s-1", "completed", ["start", "recovery"], "reconciled")
+    Effect.objects.update(receipt={"transaction_id": "tx-1"})
+    html = staff_browser.get("/runs/s-1/").content.decode()
+    assert html.index('data-kind="attempted"') < html.index('data-kind="reconciled"') < html.index(
+        'data-kind="verified"')
