@@ -54,6 +54,13 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["status", "lease_expires_at"], name="run_claimable")]
+        # The roles of runs.access: support and reviewers read every run; nobody but a run's creator (and
+        # superusers) cancels it unless granted cancel_every_run; reviewers resolve effects needing review.
+        permissions = [
+            ("view_every_run", "Can read every run, its timeline, checkpoints and receipt"),
+            ("cancel_every_run", "Can cancel any user's run"),
+            ("resolve_effect", "Can resolve an effect that needs review"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id} ({self.agent}, {self.status})"
