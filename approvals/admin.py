@@ -7,12 +7,12 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from approvals.access import DECIDE_APPROVALS
 from approvals.errors import ApprovalError
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.admin import ReadOnlyAdmin, token_preview
 
-DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 ADMIN_REASON = "Decided in the admin"
 
 
@@ -44,7 +44,7 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
 
     def _decide(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest], *, approved: bool) -> None:
         # Checked here rather than hiding the action, so a staff user without the permission is told why.
-        if not request.user.has_perm(DECIDE_PERMISSION):
+        if not request.user.has_perm(DECIDE_APPROVALS):
             self.message_user(request, "You do not have permission to decide approval requests.", messages.ERROR)
             return
         decided = 0

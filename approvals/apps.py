@@ -6,3 +6,9 @@ class ApprovalsConfig(AppConfig):
 
     name = "approvals"
     verbose_name = "Approvals"
+
+    def ready(self) -> None:
+        from approvals.services import approval_requests_withdraw
+        from runs.signals import run_cancelled
+
+        run_cancelled.connect(approval_requests_withdraw, dispatch_uid="approvals.withdraw_on_cancel")

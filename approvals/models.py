@@ -18,6 +18,7 @@ class ApprovalRequest(models.Model):
         EXPIRED = "expired", "Expired"
         SUPERSEDED = "superseded", "Superseded"
         USED = "used", "Used"
+        CANCELLED = "cancelled", "Cancelled with the run"
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="approval_requests")
     revision = models.ForeignKey("runs.Checkpoint", on_delete=models.CASCADE, related_name="approval_requests")
@@ -43,10 +44,6 @@ class ApprovalRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} in {self.run.run_id} ({self.status})"
-
-    @property
-    def is_decidable(self) -> bool:
-        return self.status == self.Status.PENDING
 
     def as_request(self) -> dict:
         """The ToolApprovalRequest dict this row stores, with its token."""

@@ -14,25 +14,27 @@ from django.contrib.auth.models import AbstractUser, Group, Permission
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.access import REVIEWERS_GROUP, ROLE_PERMISSIONS
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from approvals.models import ApprovalRequest
+from approvals.selectors import approval_state, approval_suspension_is_settled
+from approvals.signing import approval_signer
 from runs.models import Checkpoint, Run
-from runs.notify import runs_notify
-from runs.runtime.durable import create_approval_signer
+from runs.runtime.stores import SavedCheckpoint
+from runs.services import run_queue_after_verdicts
 
 __all__ = [
     "DEMO_REVIEWER_USERNAME",
-    "REVIEWERS_GROUP",
+    "approval_checkpoint_saved",
     "approval_decide",
     "approval_expire_due",
     "approval_requests_mark_used",
     "approval_requests_record",
-    "approval_verdicts_for_resume",
+    "approval_requests_withdraw",
     "demo_reviewer_ensure",
     "reviewers_group_ensure",
 ]
 
-REVIEWERS_GROUP = "reviewers"
 DEMO_REVIEWER_USERNAME = "reviewer"
 
 
@@ -72,27 +74,44 @@ def demo_reviewer_ensure(*, password_file: Path) -> tuple[AbstractUser, str]:
 
 
 def reviewers_group_ensure() -> Group:
-    """The reviewers group, holding the permission to decide approval requests."""
+    """The reviewers group with its permissions (migration approvals.0002 creates it; a reset database may not)."""
     group, _ = Group.objects.get_or_create(name=REVIEWERS_GROUP)
-    permission = Permission.objects.get(codename="decide_approvalrequest", content_type__app_label="approvals")
-    group.permissions.add(permission)
+    for code in ROLE_PERMISSIONS[REVIEWERS_GROUP]:
+        app_label, codename = code.split(".")
+        group.permissions.add(Permission.objects.get(codename=codename, content_type__app_label=app_label))
     return group
 
 
-def _signer():
-    return create_approval_signer(secret=settings.DEUZ_APPROVAL_SECRET)
+def approval_checkpoint_saved(saved: SavedCheckpoint) -> None:
+    """A leg's save hook, inside the fenced checkpoint save: a root suspension records its requests; the root
+    checkpoint after a suspension has settled its verdicts, so their tokens are spent."""
+    if not saved.is_root:
+        return
+    row: Checkpoint = saved.revision
+    if row.status == "suspended":
+        approval_requests_record(revision=row, requests=saved.checkpoint.get("pending_approvals") or [])
+    elif saved.previous_status == "suspended":
+        approval_requests_mark_used(after=row)
 
 
-def approval_requests_record(*, run: Run, revision: Checkpoint, requests: list[dict[str, Any]]) -> list[ApprovalRequest]:
-    """Store a suspension's requests (inside the fenced checkpoint save); older pending ones are superseded."""
-    ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).exclude(revision=revision).update(
-        status=ApprovalRequest.Status.SUPERSEDED
+def approval_requests_withdraw(*, run: Run, user: AbstractUser | None = None, **kwargs: object) -> int:
+    """The run was cancelled: its open requests close as "cancelled with the run" (a run_cancelled receiver)."""
+    return ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
+        status=ApprovalRequest.Status.CANCELLED, decided_by=user, decided_at=timezone.now()
     )
+
+
+def approval_requests_record(*, revision: Checkpoint, requests: list[dict[str, Any]]) -> list[ApprovalRequest]:
+    """Store a suspension's requests (inside the fenced checkpoint save); older pending ones are superseded."""
+    run_pk = revision.run_id
     now = timezone.now()
+    ApprovalRequest.objects.filter(run_id=run_pk, status=ApprovalRequest.Status.PENDING).exclude(revision=revision).update(
+        status=ApprovalRequest.Status.SUPERSEDED, decided_at=now
+    )
     max_age = timedelta(seconds=settings.DEUZ_APPROVAL_MAX_AGE_SECONDS)
     rows = []
     for request in requests:
-        payload = _signer().verify(request.get("token"))
+        payload = approval_signer().verify(request.get("token"))
         issued_at = (
             datetime.fromtimestamp(payload["issued_at"] / 1000, tz=UTC)
             if payload and isinstance(payload.get("issued_at"), int)
@@ -100,7 +119,7 @@ def approval_requests_record(*, run: Run, revision: Checkpoint, requests: list[d
         )
         rows.append(
             ApprovalRequest(
-                run=run,
+                run_id=run_pk,
                 revision=revision,
                 approval_id=request["approval_id"],
                 tool_call_id=request["tool_call_id"],
@@ -115,10 +134,13 @@ def approval_requests_record(*, run: Run, revision: Checkpoint, requests: list[d
     return ApprovalRequest.objects.bulk_create(rows)
 
 
-def approval_requests_mark_used(*, run: Run, revision: Checkpoint) -> int:
-    """The approvals of ``revision`` were settled into a later checkpoint: their tokens cannot be used again."""
-    return ApprovalRequest.objects.filter(run=run, revision=revision, status=ApprovalRequest.Status.APPROVED).update(
-        status=ApprovalRequest.Status.USED
+def approval_requests_mark_used(*, after: Checkpoint) -> int:
+    """Every approval of the run's earlier suspensions was settled by checkpoint ``after`` or before: their tokens
+    cannot be used again."""
+    return (
+        ApprovalRequest.objects.filter(run_id=after.run_id, status=ApprovalRequest.Status.APPROVED)
+        .exclude(revision=after)
+        .update(status=ApprovalRequest.Status.USED)
     )
 
 
@@ -130,7 +152,7 @@ def approval_decide(
     expired = False
     with transaction.atomic():
         request = _request_locked(run_id, approval_id)
-        payload = _signer().verify(token)
+        payload = approval_signer().verify(token)
         if (
             payload is None
             or payload.get("approval_id") != approval_id
@@ -141,7 +163,7 @@ def approval_decide(
         run = request.run
         if run.status == Run.Status.CANCELLED or run.cancel_requested:
             raise ApprovalNotDecidable("The run was cancelled; its requests cannot be decided.", status=request.status)
-        if request.status == ApprovalRequest.Status.PENDING and request.expires_at <= timezone.now():
+        if approval_state(request) == ApprovalRequest.Status.EXPIRED and request.status == ApprovalRequest.Status.PENDING:
             request.status = ApprovalRequest.Status.EXPIRED
             request.save(update_fields=["status"])
             _queue_when_settled(run, request.revision_id)
@@ -174,12 +196,8 @@ def _request_locked(run_id: str, approval_id: str) -> ApprovalRequest:
 
 def _queue_when_settled(run: Run, revision_id: int) -> None:
     """Queue the run's resume leg once no request of the suspended step is pending."""
-    if ApprovalRequest.objects.filter(revision_id=revision_id, status=ApprovalRequest.Status.PENDING).exists():
-        return
-    if Run.objects.filter(pk=run.pk, status=Run.Status.SUSPENDED, cancel_requested=False).update(
-        status=Run.Status.QUEUED, updated_at=timezone.now()
-    ):
-        transaction.on_commit(runs_notify)
+    if approval_suspension_is_settled(run=run, revision_id=revision_id):
+        run_queue_after_verdicts(run_pk=run.pk)
 
 
 def approval_expire_due() -> int:
@@ -194,26 +212,3 @@ def approval_expire_due() -> int:
                 count += 1
                 _queue_when_settled(request.run, request.revision_id)
     return count
-
-
-def approval_verdicts_for_resume(*, run: Run) -> list[dict[str, Any]]:
-    """The verdicts of the run's latest suspension, with their tokens, for resume_from_checkpoint to check again.
-    Expired and superseded requests give none: the runtime denies them by default."""
-    latest = Checkpoint.objects.filter(run=run, session_key=run.run_id, status="suspended").order_by("-id").first()
-    if latest is None:
-        return []
-    decided = ApprovalRequest.objects.filter(
-        revision=latest,
-        status__in=[ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.DENIED, ApprovalRequest.Status.USED],
-    )
-    verdicts = []
-    for request in decided:
-        verdict = {
-            "approval_id": request.approval_id,
-            "approved": request.status != ApprovalRequest.Status.DENIED,
-            "token": request.token,
-        }
-        if request.reason:
-            verdict["reason"] = request.reason
-        verdicts.append(verdict)
-    return verdicts

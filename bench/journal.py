@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from runs.models import Run
-from runs.stores.journal import DatabaseStreamStateStore
+from runs.stores import get_store
 
 BARS = {"postgresql": 20_000, "sqlite": 50_000}
 
@@ -38,7 +38,7 @@ class JournalResult:
 def measure(parts: int = 50_000, batch: int = 1000) -> JournalResult:
     run_id = f"bench-journal-{uuid.uuid4().hex[:8]}"
     run = Run.objects.create(run_id=run_id, agent="bench", input_messages="[]", status="running", owner_epoch=1)
-    store = DatabaseStreamStateStore(fence=(run_id, 1))
+    store = get_store("streams").fenced(run_id, 1)
     deltas = [{"type": "text-delta", "text": f"token{i % 97} "} for i in range(batch)]
     try:
         next_seq = 0

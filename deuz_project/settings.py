@@ -60,9 +60,11 @@ DEUZ_AGENTS = {
 # the latter two with ANTHROPIC_API_KEY / OPENAI_API_KEY set (OPENAI_BASE_URL for compatible servers).
 DEUZ_DEMO_MODEL = env_demo_model("DEUZ_DEMO_MODEL")
 
-# Where checkpoints live (same shape as CHANNEL_LAYERS: alias -> BACKEND and OPTIONS).
+# Where checkpoints ("sessions") and stream journals ("streams") live, same shape as CHANNEL_LAYERS: alias ->
+# BACKEND and OPTIONS. Every construction goes through runs.stores.get_store(alias).
 DEUZ_STORES = {
     "sessions": {"BACKEND": "runs.stores.db.DatabaseSessionStore"},
+    "streams": {"BACKEND": "runs.stores.journal.DatabaseStreamStateStore"},
 }
 
 # Kill this process with SIGKILL at a named point (POINT[:N]) for crash tests; unset in production.

@@ -16,7 +16,7 @@ from runs.models import Checkpoint, Effect, JournalEntry, Leg, Run, RunMessage, 
 from runs.runtime.codec import encode_value
 from runs.sealing import unseal
 from runs.services import run_cancel, run_requeue
-from runs.stores.db import DatabaseSessionStore
+from runs.stores import get_store
 
 TOKEN_PREVIEW_LENGTH = 12
 
@@ -144,7 +144,7 @@ class CheckpointAdmin(ReadOnlyAdmin):
     @admin.display(description="checkpoint (decoded; approval tokens shortened)")
     def decoded(self, checkpoint: Checkpoint) -> str:
         try:
-            value = DatabaseSessionStore().checkpoint_from_row(checkpoint)
+            value = get_store("sessions").checkpoint_from_row(checkpoint)
         except SealedDataError as exc:
             return format_html("<em>{}</em>", str(exc))
         text = json.dumps(_redact_tokens(encode_value(value)), ensure_ascii=False, indent=2)

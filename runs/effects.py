@@ -19,6 +19,7 @@ from django.db import transaction
 from runs.errors import StaleOwnerError
 from runs.models import Effect, Run
 from runs.runtime.errors import RunHalted
+from runs.runtime.faults import FaultPoint
 
 __all__ = ["EffectConflict", "EffectFence", "effect_perform"]
 
@@ -88,7 +89,7 @@ def effect_perform(
         receipt = _reconcile(fence, operation_id, reconcile)
         if receipt is not None:
             return receipt
-    fence.fault("before-effect")
+    fence.fault(FaultPoint.BEFORE_EFFECT)
     _update(fence, operation_id, attempts=_attempts(operation_id) + 1)
     try:
         receipt = perform()
@@ -104,9 +105,9 @@ def effect_perform(
                 "of it yet; a person must review the run before anything is retried."
             ) from exc
         return receipt
-    fence.fault("after-effect-commit")
+    fence.fault(FaultPoint.AFTER_EFFECT_COMMIT)
     _update(fence, operation_id, status=Effect.Status.COMMITTED, receipt=receipt, error="")
-    fence.fault("after-effect-record")
+    fence.fault(FaultPoint.AFTER_EFFECT_RECORD)
     return receipt
 
 

@@ -7,23 +7,26 @@ import signal
 import threading
 from collections.abc import Callable
 
-__all__ = ["POINTS", "fault_probe"]
+from runs.runtime.faults import FaultPoint
 
-POINTS = frozenset(
-    {
-        "after-model-decision",
-        "before-effect",
-        "after-effect-commit",
-        "after-effect-record",
-        "before-step-checkpoint",
-        "after-step-checkpoint",
-        "mid-stream",
-        "after-suspend",
-    }
-)
+__all__ = ["POINTS", "fault_probe", "fault_spec_error"]
+
+POINTS = frozenset(FaultPoint)
 
 
 def _no_fault(point: str) -> None:
+    return None
+
+
+def fault_spec_error(spec: str | None) -> str | None:
+    """What is wrong with a DEUZ_FAULT value, or None when it is unset or valid (system check runs.E003)."""
+    if not spec:
+        return None
+    point, _, count = spec.partition(":")
+    if point not in POINTS:
+        return f"DEUZ_FAULT names an unknown point {point!r}; known: {', '.join(sorted(POINTS))}."
+    if count and (not count.isdigit() or int(count) < 1):
+        return f"DEUZ_FAULT's count must be a whole number of at least 1, not {count!r}."
     return None
 
 
@@ -31,9 +34,10 @@ def fault_probe(spec: str | None) -> Callable[[str], None]:
     """A probe for ``deps.fault``; without a spec it does nothing (and costs one call)."""
     if not spec:
         return _no_fault
+    error = fault_spec_error(spec)
+    if error is not None:
+        raise ValueError(error)
     point, _, count = spec.partition(":")
-    if point not in POINTS:
-        raise ValueError(f"DEUZ_FAULT names an unknown point {point!r}; known: {', '.join(sorted(POINTS))}.")
     target = int(count or 1)
     seen = 0
     lock = threading.Lock()

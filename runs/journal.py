@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from runs.runtime.wire import journal_parts
-from runs.stores.journal import DatabaseStreamStateStore
+from runs.stores import get_store
 
 __all__ = ["JournalWriter", "run_group_name"]
 
@@ -37,7 +37,7 @@ class JournalWriter:
 
     def __init__(self, *, run_id: str, epoch: int, flush_seconds: float = 0.005) -> None:
         self.run_id = run_id
-        self.store = DatabaseStreamStateStore(fence=(run_id, epoch))
+        self.store = get_store("streams").fenced(run_id, epoch)
         self.flush_seconds = flush_seconds
         self.source: Any = None  # the StreamChatResult, set once the leg starts
         self._taken = 0  # parts of the source already written
@@ -58,14 +58,13 @@ class JournalWriter:
             if not new:
                 return self.last_seq
             if self._next_seq is None:
-                run_pk, _ = self.store._owned(self.run_id)
-                self._next_seq = DatabaseStreamStateStore.last_seq(run_pk) + 1
+                self._next_seq = self.store.last_seq(self.run_id) + 1
                 self._is_continuation = self._next_seq > 0
             parts = journal_parts(new, is_continuation=bool(self._is_continuation))
             if self.prefix:
                 parts, self.prefix = [*self.prefix, *parts], []
             if parts:
-                self.last_seq = self.store.append_sync(self.run_id, parts, first_seq=self._next_seq)
+                self.last_seq = self.store.append(self.run_id, parts, first_seq=self._next_seq)
                 self._next_seq = self.last_seq + 1
             self._taken += len(new)
             return self.last_seq
@@ -80,7 +79,7 @@ class JournalWriter:
         """Flush, then write the leg's terminal sentinel (after its last part)."""
         self.flush_all_sync()
         with self._lock:
-            return self.store.append_sync(self.run_id, [], True, first_seq=self._next_seq)
+            return self.store.append(self.run_id, [], end_leg=True, first_seq=self._next_seq)
 
     async def run(self, done: asyncio.Event) -> None:
         """Flush every few milliseconds until ``done``; wake followers after each flush that wrote parts."""

@@ -7,6 +7,7 @@ is the run's (checked in the same statement as the write).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -19,18 +20,22 @@ from django.utils import timezone
 
 from runs.agents import agent_get
 from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, StaleOwnerError
-from runs.models import Checkpoint, Leg, Run
+from runs.fencing import OwnerFence
+from runs.models import Leg, Run
 from runs.notify import runs_notify
 from runs.runtime.codec import encode_value
+from runs.runtime.stores import SavedCheckpoint
+from runs.signals import run_cancelled
 
 __all__ = [
     "Claim",
     "run_cancel",
     "run_cancel_requested",
+    "run_checkpoint_mirror",
     "run_claim",
     "run_lease_renew",
     "run_leg_finish",
-    "run_pending_suspension",
+    "run_queue_after_verdicts",
     "run_requeue",
     "run_start",
 ]
@@ -126,24 +131,45 @@ def _leg_kind(run: Run) -> str:
 def run_lease_renew(*, run_id: str, epoch: int) -> bool:
     """Extend the lease; False when the epoch is no longer the run's (the caller must abandon the run).
     Returns True while owned; cancellation is read separately with run_cancel_requested."""
-    return bool(
-        Run.objects.filter(run_id=run_id, owner_epoch=epoch).update(lease_expires_at=_lease_until())
-    )
+    try:
+        OwnerFence(run_id, epoch).hold(lease_expires_at=_lease_until())
+    except StaleOwnerError:
+        return False
+    return True
 
 
 def run_cancel_requested(*, run_id: str) -> bool:
     return Run.objects.filter(run_id=run_id, cancel_requested=True).exists()
 
 
+def run_checkpoint_mirror(saved: SavedCheckpoint) -> None:
+    """The run row mirrors its latest root checkpoint's step and cumulative usage (a leg's save hook, inside the
+    fenced save). Its status stays: the run becomes suspended when the leg closes, after the journal has every
+    part of the leg, so a follower that sees "suspended" finds the approval requests."""
+    if not saved.is_root:
+        return
+    checkpoint = saved.checkpoint
+    Run.objects.filter(pk=saved.revision.run_id).update(
+        step_index=checkpoint["step_index"], usage=dict(checkpoint["usage"])
+    )
+
+
 @transaction.atomic
 def run_leg_finish(
-    *, run_id: str, epoch: int, leg: int, finish_reason: str, usage: dict[str, Any], error: str = ""
+    *,
+    run_id: str,
+    epoch: int,
+    leg: int,
+    finish_reason: str,
+    usage: dict[str, Any],
+    error: str = "",
+    is_suspension_settled: Callable[[Run], bool] = lambda run: False,
 ) -> Run:
-    """Close a leg and release the lease. A suspended run keeps the status its checkpoint set (a verdict may
-    already have queued it); the others end completed, cancelled, failed or needs_review."""
-    run = Run.objects.select_for_update().filter(run_id=run_id, owner_epoch=epoch).first()
-    if run is None:
-        raise StaleOwnerError(run_id, epoch)
+    """Close a leg and release the lease. A suspended run keeps waiting unless ``is_suspension_settled`` (asked
+    with the run's row locked) says every verdict came in while the leg was closing; the others end completed,
+    cancelled, failed or needs_review."""
+    OwnerFence(run_id, epoch).hold()
+    run = Run.objects.get(run_id=run_id)
     Leg.objects.filter(run=run, number=leg).update(
         ended_at=timezone.now(), finish_reason=finish_reason, usage=usage, error=error
     )
@@ -154,7 +180,7 @@ def run_leg_finish(
     if finish_reason == "suspended":
         if run.cancel_requested:
             run.status = Run.Status.CANCELLED
-        elif _suspension_settled(run):
+        elif is_suspension_settled(run):
             run.status = Run.Status.QUEUED  # every verdict came in while the leg was closing
         else:
             run.status = Run.Status.SUSPENDED
@@ -172,43 +198,33 @@ def run_leg_finish(
     return run
 
 
-def _suspension_settled(run: Run) -> bool:
-    """True when the run's latest suspension has no pending request left (all decided or expired)."""
-    from approvals.models import ApprovalRequest
-
-    latest = Checkpoint.objects.filter(run=run, session_key=run.run_id).order_by("-id").first()
-    if latest is None or latest.status != "suspended":
-        return False
-    return not ApprovalRequest.objects.filter(revision=latest, status=ApprovalRequest.Status.PENDING).exists()
-
-
-def run_pending_suspension(*, run: Run) -> list[dict[str, Any]]:
-    """The requests a run still waits on when its latest checkpoint is a suspension (else an empty list)."""
-    from approvals.models import ApprovalRequest
-
-    latest = Checkpoint.objects.filter(run=run, session_key=run.run_id).order_by("-id").first()
-    if latest is None or latest.status != "suspended":
-        return []
-    pending = ApprovalRequest.objects.filter(revision=latest, status=ApprovalRequest.Status.PENDING).order_by("id")
-    return [request.as_request() for request in pending]
+def run_queue_after_verdicts(*, run_pk: int) -> bool:
+    """Queue a suspended run for its resume leg (its verdicts are all in); False when it is not suspended any
+    more (cancelled, or its leg is still closing, which then queues it itself)."""
+    queued = Run.objects.filter(pk=run_pk, status=Run.Status.SUSPENDED, cancel_requested=False).update(
+        status=Run.Status.QUEUED, updated_at=timezone.now()
+    )
+    if queued:
+        transaction.on_commit(runs_notify)
+    return bool(queued)
 
 
 @transaction.atomic
-def run_cancel(*, run_id: str) -> Run:
-    """Stop the run: no new model call, no new effect. A running leg stops at its next await point."""
+def run_cancel(*, run_id: str, user: AbstractBaseUser | None = None) -> Run:
+    """Stop the run: no new model call, no new effect. A running leg stops at its next await point. Who and
+    when are recorded; ``run_cancelled`` tells the layers above in the same transaction."""
     run = _run_locked(run_id)
     if run.is_terminal:
         raise RunNotResumable(f"The run is {run.get_status_display().lower()}; there is nothing to cancel.")
     run.cancel_requested = True
+    run.cancelled_by = user if user is not None and user.is_authenticated else None
+    run.cancelled_at = timezone.now()
     if run.status != Run.Status.RUNNING:
         run.status = Run.Status.CANCELLED
         run.finish_reason = "cancelled"
-    run.save(update_fields=["cancel_requested", "status", "finish_reason", "updated_at"])
-    from approvals.models import ApprovalRequest
-
-    ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
-        status=ApprovalRequest.Status.SUPERSEDED
-    )
+    run.save(update_fields=["cancel_requested", "cancelled_by", "cancelled_at", "status", "finish_reason",
+                            "updated_at"])
+    run_cancelled.send(sender=Run, run=run, user=run.cancelled_by)
     return run
 
 

@@ -11,9 +11,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from runs.access import VIEW_EVERY_RUN
 from runs.errors import RunNotFound
 from runs.models import Run
-from runs.selectors import run_get, run_list, run_page_get, run_people_state
+from runs.presenters.state import run_people_state
+from runs.presenters.timeline import run_page_get
+from runs.selectors import run_get, run_list
 
 __all__ = ["run_detail", "run_list_page", "run_live"]
 
@@ -27,7 +30,7 @@ def support_required(view):
     @wraps(view)
     def wrapped(request: HttpRequest, *args, **kwargs):
         user = request.user
-        if not (user.is_staff or user.has_perm("approvals.decide_approvalrequest")):
+        if not (user.is_staff or user.has_perm(VIEW_EVERY_RUN)):
             raise PermissionDenied("Only support staff may see runs.")
         return view(request, *args, **kwargs)
 

@@ -16,14 +16,16 @@ from django.utils import timezone
 from django.utils.timesince import timesince
 from django.views.decorators.http import require_http_methods, require_safe
 
+from approvals.access import DECIDE_APPROVALS
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from approvals.models import ApprovalRequest
+from approvals.selectors import approval_get, approval_queue_list, approval_recent_list, approval_state
 from approvals.services import approval_decide
-from runs.selectors import run_people_state, run_step_list
+from runs.presenters.state import run_people_state
+from runs.presenters.timeline import run_step_list
 
 __all__ = ["approval_detail", "approval_queue"]
 
-DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 RECENT_LIMIT = 20
 REASON_MAX_LENGTH = 2000
 
@@ -34,7 +36,7 @@ def reviewer_required(view):
     @login_required
     @wraps(view)
     def wrapped(request: HttpRequest, *args, **kwargs):
-        if not request.user.has_perm(DECIDE_PERMISSION):
+        if not request.user.has_perm(DECIDE_APPROVALS):
             raise PermissionDenied("Only reviewers may use the console.")
         return view(request, *args, **kwargs)
 
@@ -58,10 +60,7 @@ class ReviewItem:
 
 
 def _review_item(request: ApprovalRequest, now: datetime) -> ReviewItem:
-    state = request.status
-    # Past its expiry a pending request authorizes nothing, even before the expiry sweep marks it.
-    if state == ApprovalRequest.Status.PENDING and request.expires_at <= now:
-        state = ApprovalRequest.Status.EXPIRED
+    state = approval_state(request, now=now)
     return ReviewItem(
         request=request,
         state=state,
@@ -78,10 +77,8 @@ def _review_item(request: ApprovalRequest, now: datetime) -> ReviewItem:
 def approval_queue(request: HttpRequest) -> HttpResponse:
     """Pending requests newest first, then the recently decided, expired, superseded and used ones."""
     now = timezone.now()
-    rows = ApprovalRequest.objects.select_related("run", "decided_by").order_by("-issued_at", "-id")
-    pending = [_review_item(row, now) for row in rows.filter(status=ApprovalRequest.Status.PENDING, expires_at__gt=now)]
-    settled = rows.exclude(status=ApprovalRequest.Status.PENDING, expires_at__gt=now)[:RECENT_LIMIT]
-    recent = [_review_item(row, now) for row in settled]
+    pending = [_review_item(row, now) for row in approval_queue_list(now=now)]
+    recent = [_review_item(row, now) for row in approval_recent_list(now=now, limit=RECENT_LIMIT)]
     return render(request, "approvals/queue.html", {"pending": pending, "recent": recent, "now": now})
 
 
@@ -90,10 +87,8 @@ def approval_queue(request: HttpRequest) -> HttpResponse:
 def approval_detail(request: HttpRequest, run_id: str, approval_id: str) -> HttpResponse:
     """One request with its run's recent timeline; POST records the reviewer's verdict with the stored token."""
     try:
-        row = ApprovalRequest.objects.select_related("run", "revision", "decided_by").get(
-            run__run_id=run_id, approval_id=approval_id
-        )
-    except ApprovalRequest.DoesNotExist:
+        row = approval_get(run_id=run_id, approval_id=approval_id)
+    except ApprovalNotFound:
         raise Http404(f"Run {run_id!r} has no approval request {approval_id!r}.") from None
     error, status = "", 200
     if request.method == "POST":

@@ -16,7 +16,8 @@ from approvals.models import ApprovalRequest
 from runs.agents import agent_names
 from runs.models import RUN_ID_VALIDATOR, Effect, Leg, Run
 from runs.runtime.codec import encode_value
-from runs.selectors import run_effect_list, run_input_messages, run_leg_list, run_pending_approval_list
+from approvals.selectors import approval_pending_list
+from runs.selectors import run_effect_list, run_input_messages, run_leg_list
 
 __all__ = [
     "AgentCheckpointSerializer",
@@ -171,7 +172,7 @@ class RunDetailSerializer(RunSerializer):
 
     @extend_schema_field(ToolApprovalRequestSerializer(many=True))
     def get_pending_approvals(self, run: Run) -> list[Any]:
-        return ToolApprovalRequestSerializer(run_pending_approval_list(run=run), many=True).data
+        return ToolApprovalRequestSerializer([row.as_request() for row in approval_pending_list(run=run)], many=True).data
 
     @extend_schema_field(LegSerializer(many=True))
     def get_legs(self, run: Run) -> list[Any]:

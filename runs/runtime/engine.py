@@ -16,6 +16,7 @@ from typing import Any
 from .approvals import DENIED_BY_DEFAULT_REASON, DENIED_REASON, find_response, mint_request, settle_verdict
 from .codec import CHECKPOINT_VERSION
 from .deps import Deps
+from .faults import FaultPoint
 from .errors import OwnershipLostError, RunHalted, StoreUnavailableError
 from .redact import redact
 from .results import GenerateTextResult, StepResult
@@ -267,7 +268,7 @@ class _Leg:
             await self._save_boundary("completed", step)
             return self._finish("stop")
         await self._save("running", step)
-        self.deps.fault("after-model-decision")
+        self.deps.fault(FaultPoint.AFTER_MODEL_DECISION)
         return await self._tool_step(step, text, calls, usage, tools, settle=False)
 
     async def _replay_decision(self, step: int, calls: list[dict[str, Any]]) -> GenerateTextResult | None:
@@ -309,7 +310,7 @@ class _Leg:
         if phase.results is None:
             self._account(usage)
             await self._save("suspended", step, pending_approvals=phase.requests)
-            self.deps.fault("after-suspend")
+            self.deps.fault(FaultPoint.AFTER_SUSPEND)
             for request in phase.requests:
                 self.emit({"type": "tool-approval-request", "approval": request})
             return self._finish("suspended", pending_approvals=phase.requests)
@@ -357,7 +358,7 @@ class _Leg:
             if kind == "text-delta":
                 chunks.append(event["text"])
                 self.emit({"type": "text-delta", "text": event["text"]})
-                self.deps.fault("mid-stream")
+                self.deps.fault(FaultPoint.MID_STREAM)
             elif kind == "tool-call":
                 call = {
                     "tool_call_id": event["tool_call_id"],
@@ -519,9 +520,9 @@ class _Leg:
     # ------------------------------------------------------------ durability
 
     async def _save_boundary(self, status: str, step: int) -> None:
-        self.deps.fault("before-step-checkpoint")
+        self.deps.fault(FaultPoint.BEFORE_STEP_CHECKPOINT)
         await self._save(status, step)
-        self.deps.fault("after-step-checkpoint")
+        self.deps.fault(FaultPoint.AFTER_STEP_CHECKPOINT)
 
     async def _save(
         self, status: str, step: int, *, pending_approvals: list[ToolApprovalRequest] | None = None

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from .errors import OwnershipLostError
 from .stores import resolve
 from .types import StreamPart
 
@@ -23,6 +24,7 @@ __all__ = [
     "IDLE",
     "InMemoryStreamStateStore",
     "JournalPage",
+    "OwnedStreamStateStore",
     "StreamStateStore",
     "create_in_memory_stream_state_store",
     "follow_journal",
@@ -56,6 +58,22 @@ class StreamStateStore(Protocol):
         """A JournalPage of the parts with seq > ``after``."""
 
 
+@runtime_checkable
+class OwnedStreamStateStore(StreamStateStore, Protocol):
+    """The contract a worker's journal writer uses: a view fenced to an owner epoch (a stale owner's append
+    raises ``OwnershipLostError``), the last seq, and appends at a seq the writer already counted."""
+
+    def fenced(self, stream_id: str, epoch: int) -> OwnedStreamStateStore: ...
+
+    def last_seq(self, stream_id: str) -> Any:
+        """The seq of the journal's last part; -1 when it has none."""
+
+    def append(
+        self, stream_id: str, parts: Sequence[StreamPart], *, end_leg: bool = False, first_seq: int | None = None
+    ) -> Any:
+        """As StreamStateStore.append; ``first_seq`` is the seq the caller counted for the first part."""
+
+
 @dataclass
 class _Journal:
     parts: list[StreamPart] = field(default_factory=list)
@@ -63,23 +81,51 @@ class _Journal:
 
 
 class InMemoryStreamStateStore:
-    """The reference journal store, keeping the ``max_streams`` most recently written journals."""
+    """The reference journal store, keeping the ``max_streams`` most recently written journals, with owner
+    epochs kept in memory (``claim``)."""
 
     def __init__(self, *, max_streams: int = 1000) -> None:
         if max_streams < 1:
             raise ValueError("max_streams must be at least 1.")
         self.max_streams = max_streams
         self._journals: OrderedDict[str, _Journal] = OrderedDict()
+        self._owners: dict[str, int] = {}
+        self.fence: tuple[str, int] | None = None
 
-    def append(self, stream_id: str, parts: Sequence[StreamPart], *, end_leg: bool = False) -> int:
+    def claim(self, stream_id: str) -> int:
+        """Take ``stream_id`` over: its owner epoch goes up by one, so older fenced views are refused."""
+        self._owners[stream_id] = self._owners.get(stream_id, 0) + 1
+        return self._owners[stream_id]
+
+    def fenced(self, stream_id: str, epoch: int) -> InMemoryStreamStateStore:
+        view = InMemoryStreamStateStore.__new__(InMemoryStreamStateStore)
+        view.max_streams, view._journals, view._owners = self.max_streams, self._journals, self._owners
+        view.fence = (stream_id, epoch)
+        return view
+
+    def append(
+        self, stream_id: str, parts: Sequence[StreamPart], *, end_leg: bool = False, first_seq: int | None = None
+    ) -> int:
+        if self.fence is not None:
+            fenced_id, epoch = self.fence
+            if fenced_id != stream_id:
+                raise ValueError(f"This journal store is fenced to {fenced_id!r}, not {stream_id!r}.")
+            if self._owners.get(stream_id, 0) != epoch:
+                raise OwnershipLostError(f"Stream {stream_id!r} is no longer owned by epoch {epoch}.")
         journal = self._journals.pop(stream_id, None) or _Journal()
         self._journals[stream_id] = journal  # most recently written last
         while len(self._journals) > self.max_streams:
             self._journals.popitem(last=False)
+        if first_seq is not None and first_seq != len(journal.parts):
+            raise ValueError(f"The next seq of {stream_id!r} is {len(journal.parts)}, not {first_seq}.")
         journal.parts.extend(parts)
         if end_leg:
             journal.sentinel_at = len(journal.parts) - 1
         return len(journal.parts) - 1
+
+    def last_seq(self, stream_id: str) -> int:
+        journal = self._journals.get(stream_id)
+        return len(journal.parts) - 1 if journal is not None else -1
 
     def read(self, stream_id: str, *, after: int = -1, limit: int = 1000) -> JournalPage:
         journal = self._journals.get(stream_id) or _Journal()

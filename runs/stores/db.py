@@ -1,4 +1,4 @@
-"""DatabaseSessionStore: the runtime's SessionStore on the Django ORM, fenced by owner epoch.
+"""DatabaseSessionStore: the runtime's OwnedSessionStore on the Django ORM, fenced by owner epoch.
 
 A history is a chain of RunMessage rows. Saving a checkpoint writes only the messages the chain does not
 have yet plus one small Checkpoint row, so a run's storage grows with its history, not with the square
@@ -13,20 +13,15 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
-from django.utils import timezone
 
-from runs.errors import StaleOwnerError
+from runs.fencing import OwnerFence
 from runs.models import Checkpoint, Run, RunMessage
 from runs.runtime.codec import decode_value, encode_value
+from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
 from runs.runtime.types import AgentCheckpoint
 from runs.sealing import seal, unseal
 
 __all__ = ["DatabaseSessionStore", "root_run_id"]
-
-
-def root_run_id(session_key: str) -> str:
-    """The run a (possibly sub-agent) session key belongs to: the part before the first ``::``."""
-    return session_key.split("::", 1)[0]
 
 
 def _encode(value: Any) -> bytes:
@@ -37,30 +32,30 @@ def _decode(data: bytes) -> Any:
     return decode_value(json.loads(data))
 
 
-def _dispatch(function: Any, *args: Any) -> Any:
+def _dispatch(function: Any, *args: Any, **kwargs: Any) -> Any:
     """Call the sync ORM directly, or hand back an awaitable when an event loop runs in this thread."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return function(*args)
-    return sync_to_async(function)(*args)
+        return function(*args, **kwargs)
+    return sync_to_async(function)(*args, **kwargs)
 
 
 class DatabaseSessionStore:
-    """Checkpoints in the database. With a fence, every write first checks the run's owner epoch in the
-    same transaction, and a stale write raises StaleOwnerError."""
+    """Checkpoints in the database, and nothing else. A fenced view checks the run's owner epoch in every
+    save's transaction (a stale save raises StaleOwnerError) and runs its ``on_save`` hook there."""
 
-    def __init__(self, *, fence: tuple[str, int] | None = None, before_write: Any = None) -> None:
+    def __init__(self, *, fence: OwnerFence | None = None, on_save: SaveHook | None = None) -> None:
         self.fence = fence
-        self.before_write = before_write
+        self.on_save = on_save
 
     def __repr__(self) -> str:
         return f"DatabaseSessionStore(fence={self.fence!r})"
 
-    def fenced(self, run_id: str, epoch: int, *, before_write: Any = None) -> DatabaseSessionStore:
-        """This store for the worker that owns ``run_id`` at ``epoch``; ``before_write`` runs inside every
-        save's transaction (the journal writer flushes there, so a checkpoint never gets ahead of the wire)."""
-        return DatabaseSessionStore(fence=(run_id, epoch), before_write=before_write)
+    def fenced(self, run_id: str, epoch: int, *, on_save: SaveHook | None = None) -> DatabaseSessionStore:
+        """This store for the worker that owns ``run_id`` at ``epoch``; ``on_save`` runs inside every save's
+        transaction (the leg flushes its journal there, so a checkpoint never gets ahead of the wire)."""
+        return DatabaseSessionStore(fence=OwnerFence(run_id, epoch), on_save=on_save)
 
     # The SessionStore protocol: sync callers get results, async callers get awaitables.
 
@@ -76,6 +71,9 @@ class DatabaseSessionStore:
     def list(self) -> Any:
         return _dispatch(self.list_sync)
 
+    def checkpoint_list(self, run_id: str, *, include_sub_agents: bool = False) -> Any:
+        return _dispatch(self.checkpoint_list_sync, run_id, include_sub_agents)
+
     async def asave(self, checkpoint: AgentCheckpoint) -> None:
         await sync_to_async(self.save_sync)(checkpoint)
 
@@ -87,20 +85,17 @@ class DatabaseSessionStore:
     @transaction.atomic
     def save_sync(self, checkpoint: AgentCheckpoint) -> Checkpoint:
         key = checkpoint["run_id"]
-        is_root = "::" not in key
-        run = self._owned_run(root_run_id(key), checkpoint if is_root else None)
-        if self.before_write is not None:
-            self.before_write()
+        run_pk, epoch = self._owned_run(root_run_id(key))
         previous = Checkpoint.objects.filter(session_key=key).select_related("head").order_by("-id").first()
         head, count = self._shared_prefix(key, previous, checkpoint["messages"])
         for position in range(count, len(checkpoint["messages"])):
             head = RunMessage.objects.create(
-                run=run, session_key=key, parent=head, position=position,
+                run_id=run_pk, session_key=key, parent=head, position=position,
                 data=seal(_encode(checkpoint["messages"][position])),
             )
         pending = checkpoint.get("pending_approvals")
         row = Checkpoint.objects.create(
-            run=run,
+            run_id=run_pk,
             session_key=key,
             step_index=checkpoint["step_index"],
             status=checkpoint["status"],
@@ -110,32 +105,23 @@ class DatabaseSessionStore:
             message_count=len(checkpoint["messages"]),
             pending_approvals=seal(_encode(pending)) if pending is not None else None,
             created_at_ms=checkpoint["created_at"],
-            owner_epoch=run.owner_epoch,
+            owner_epoch=epoch,
         )
-        if is_root:
-            self._after_root_save(run, row, previous, pending or [])
+        if self.on_save is not None:
+            self.on_save(SavedCheckpoint(checkpoint, row, previous.status if previous is not None else None))
         return row
 
-    def _owned_run(self, run_id: str, root_checkpoint: AgentCheckpoint | None) -> Run:
-        """The run, checked against the fence and updated in one statement (it also takes the row lock)."""
-        changes: dict[str, Any] = {"updated_at": timezone.now()}
-        if root_checkpoint is not None:
-            # The status stays as it is: the run becomes suspended when its leg closes, after the journal
-            # has every part of the leg (a follower that sees "suspended" must find the approval requests).
-            changes.update(step_index=root_checkpoint["step_index"], usage=dict(root_checkpoint["usage"]))
-        runs = Run.objects.filter(run_id=run_id)
+    def _owned_run(self, run_id: str) -> tuple[int, int]:
+        """The run's primary key and the epoch writing; fenced, only while that epoch owns the run."""
         if self.fence is None:
-            if not runs.exists():
-                # A run started outside the service (a script using the store directly).
-                Run.objects.create(run_id=run_id, agent="", input_messages="[]", status=Run.Status.RUNNING)
-        else:
-            fenced_id, epoch = self.fence
-            if fenced_id != run_id:
-                raise ValueError(f"This store is fenced to run {fenced_id!r}, not {run_id!r}.")
-            runs = runs.filter(owner_epoch=epoch)
-        if runs.update(**changes) == 0:
-            raise StaleOwnerError(run_id, self.fence[1] if self.fence else None)
-        return Run.objects.get(run_id=run_id)
+            row = Run.objects.filter(run_id=run_id).values_list("pk", "owner_epoch").first()
+            if row is None:  # a run started outside the service (a script using the store directly)
+                run = Run.objects.create(run_id=run_id, agent="", input_messages="[]", status=Run.Status.RUNNING)
+                row = (run.pk, run.owner_epoch)
+            return row
+        if self.fence.run_id != run_id:
+            raise ValueError(f"This store is fenced to run {self.fence.run_id!r}, not {run_id!r}.")
+        return self.fence.hold(), self.fence.epoch
 
     def _shared_prefix(
         self, key: str, previous: Checkpoint | None, messages: list[dict[str, Any]]
@@ -154,17 +140,6 @@ class DatabaseSessionStore:
                 break
             shared += 1
         return (chain[shared - 1] if shared else None), shared
-
-    def _after_root_save(
-        self, run: Run, row: Checkpoint, previous: Checkpoint | None, pending: list[dict[str, Any]]
-    ) -> None:
-        from approvals import services as approval_services  # approvals builds on runs, not the reverse
-
-        if row.status == "suspended":
-            approval_services.approval_requests_record(run=run, revision=row, requests=pending)
-        elif previous is not None and previous.status == "suspended":
-            # The verdicts of that suspension were settled into this checkpoint: their tokens are spent.
-            approval_services.approval_requests_mark_used(run=run, revision=previous)
 
     @transaction.atomic
     def delete_sync(self, run_id: str) -> None:
@@ -212,6 +187,13 @@ class DatabaseSessionStore:
             current = row.parent_id
         chain.reverse()
         return chain
+
+    def checkpoint_list_sync(self, run_id: str, include_sub_agents: bool = False) -> list[AgentCheckpoint]:
+        """Every stored checkpoint of ``run_id``, oldest first, as AgentCheckpoint dicts (time travel)."""
+        rows = Checkpoint.objects.filter(run__run_id=run_id).order_by("id")
+        if not include_sub_agents:
+            rows = rows.filter(session_key=run_id)
+        return [self.checkpoint_from_row(row) for row in rows]
 
     def list_sync(self) -> list[str]:
         return list(Checkpoint.objects.order_by().values_list("session_key", flat=True).distinct())

@@ -12,6 +12,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from runs.errors import StaleOwnerError
+from runs.fencing import OwnerFence
 from runs.models import JournalEntry, Run
 from runs.runtime.codec import decode_value, encode_value
 from runs.runtime.types import StreamPart
@@ -22,20 +23,27 @@ __all__ = ["DatabaseStreamStateStore"]
 
 
 class DatabaseStreamStateStore:
-    """Journals in the database. With a fence, each append checks the owner epoch in its own transaction."""
+    """Journals in the database. A fenced view checks the owner epoch in each append's transaction."""
 
-    def __init__(self, *, fence: tuple[str, int] | None = None) -> None:
+    def __init__(self, *, fence: OwnerFence | None = None) -> None:
         self.fence = fence
-        self._run_pk: int | None = None
 
-    def fenced(self, run_id: str, epoch: int) -> DatabaseStreamStateStore:
-        return DatabaseStreamStateStore(fence=(run_id, epoch))
+    def __repr__(self) -> str:
+        return f"DatabaseStreamStateStore(fence={self.fence!r})"
 
-    def append(self, stream_id: str, parts: Sequence[StreamPart], *, end_leg: bool = False) -> Any:
-        return _dispatch(self.append_sync, stream_id, parts, end_leg)
+    def fenced(self, stream_id: str, epoch: int) -> DatabaseStreamStateStore:
+        return DatabaseStreamStateStore(fence=OwnerFence(stream_id, epoch))
+
+    def append(
+        self, stream_id: str, parts: Sequence[StreamPart], *, end_leg: bool = False, first_seq: int | None = None
+    ) -> Any:
+        return _dispatch(self.append_sync, stream_id, parts, end_leg, first_seq=first_seq)
 
     def read(self, stream_id: str, *, after: int = -1, limit: int = 1000) -> Any:
         return _dispatch(self.read_sync, stream_id, after, limit)
+
+    def last_seq(self, stream_id: str) -> Any:
+        return _dispatch(self.last_seq_sync, stream_id)
 
     # ------------------------------------------------------------------ writes
 
@@ -46,7 +54,7 @@ class DatabaseStreamStateStore:
         with transaction.atomic():
             run_pk, epoch = self._owned(stream_id)
             if first_seq is None:
-                first_seq = self.last_seq(run_pk) + 1
+                first_seq = _last_seq(run_pk) + 1
             now = connection.ops.adapt_datetimefield_value(timezone.now())
             rows = [(run_pk, first_seq + offset, False, _encode_part(part), epoch, now) for offset, part in enumerate(parts)]
             last = first_seq + len(rows) - 1
@@ -56,31 +64,20 @@ class DatabaseStreamStateStore:
         return last
 
     def _owned(self, run_id: str) -> tuple[int, int]:
-        """The run's primary key and epoch; with a fence, only while the fence's epoch owns the run (checked by
-        one UPDATE that also takes the run's row lock until the append commits)."""
+        """The run's primary key and epoch; fenced, only while the fence's epoch owns the run (the check also
+        takes the run's row lock until the append commits)."""
         if self.fence is None:
             row = Run.objects.filter(run_id=run_id).values_list("pk", "owner_epoch").first()
             if row is None:
                 raise StaleOwnerError(run_id, None)
             return row
-        fenced_id, epoch = self.fence
-        if fenced_id != run_id:
-            raise ValueError(f"This journal store is fenced to run {fenced_id!r}, not {run_id!r}.")
-        if self._run_pk is None:
-            self._run_pk = Run.objects.filter(run_id=run_id).values_list("pk", flat=True).first()
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {Run._meta.db_table} SET updated_at = %s WHERE id = %s AND owner_epoch = %s",
-                [connection.ops.adapt_datetimefield_value(timezone.now()), self._run_pk, epoch],
-            )
-            if cursor.rowcount != 1:
-                raise StaleOwnerError(run_id, epoch)
-        return self._run_pk, epoch
+        if self.fence.run_id != run_id:
+            raise ValueError(f"This journal store is fenced to run {self.fence.run_id!r}, not {run_id!r}.")
+        return self.fence.hold(), self.fence.epoch
 
-    @staticmethod
-    def last_seq(run_pk: int) -> int:
-        last = JournalEntry.objects.filter(run_id=run_pk, is_sentinel=False).aggregate(last=Max("seq"))["last"]
-        return -1 if last is None else last
+    def last_seq_sync(self, stream_id: str) -> int:
+        run_pk = Run.objects.filter(run_id=stream_id).values_list("pk", flat=True).first()
+        return -1 if run_pk is None else _last_seq(run_pk)
 
     # ------------------------------------------------------------------- reads
 
@@ -93,7 +90,7 @@ class DatabaseStreamStateStore:
             .order_by("seq")
             .values_list("seq", "part")[: limit + 1]
         )
-        last = self.last_seq(run_pk)
+        last = _last_seq(run_pk)
         sentinel = (
             JournalEntry.objects.filter(run_id=run_pk, is_sentinel=True).order_by("-id").values_list("seq", flat=True).first()
         )
@@ -103,6 +100,11 @@ class DatabaseStreamStateStore:
             is_closed=sentinel is not None and sentinel == last,
             has_more=len(rows) > limit,
         )
+
+
+def _last_seq(run_pk: int) -> int:
+    last = JournalEntry.objects.filter(run_id=run_pk, is_sentinel=False).aggregate(last=Max("seq"))["last"]
+    return -1 if last is None else last
 
 
 _COLUMNS = "run_id, seq, is_sentinel, part, owner_epoch, created_at"

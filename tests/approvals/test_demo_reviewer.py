@@ -7,7 +7,8 @@ import stat
 import pytest
 from django.contrib.auth import authenticate
 
-from approvals.services import REVIEWERS_GROUP, demo_reviewer_ensure
+from approvals.access import REVIEWERS_GROUP
+from approvals.services import demo_reviewer_ensure
 
 pytestmark = pytest.mark.django_db
 

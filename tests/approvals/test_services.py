@@ -107,7 +107,7 @@ def test_a_request_from_an_older_revision_is_superseded(suspended):
     run = suspended.run
     newer = Checkpoint.objects.create(run=run, session_key="r1", step_index=5, status="suspended",
                                       message_count=0, created_at_ms=0, owner_epoch=run.owner_epoch)
-    approval_requests_record(run=run, revision=newer, requests=[
+    approval_requests_record(revision=newer, requests=[
         {"approval_id": "new", "tool_call_id": "c9", "tool_name": "pay_expense", "input": {}}])
     assert ApprovalRequest.objects.get(pk=suspended.pk).status == "superseded"
     with pytest.raises(ApprovalNotDecidable):

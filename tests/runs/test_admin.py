@@ -173,7 +173,7 @@ def test_cancel_action_cancels_the_run(admin_client, drain_runs):
     run = _suspended(drain_runs)
     _post_action(admin_client, Run, "cancel_selected", [run])
     assert Run.objects.get(pk=run.pk).status == "cancelled"
-    assert ApprovalRequest.objects.get(run=run).status == "superseded"
+    assert ApprovalRequest.objects.get(run=run).status == "cancelled"
 
 
 def test_resume_action_queues_a_failed_run(admin_client, paid_run):

@@ -7,6 +7,7 @@ from cryptography.fernet import Fernet
 
 from runs.errors import SealedDataError, StaleOwnerError
 from runs.models import Checkpoint, Run, RunMessage
+from runs.services import run_checkpoint_mirror
 from runs.stores.db import DatabaseSessionStore
 from tests.runs.test_store_contract import checkpoint, history
 
@@ -40,10 +41,16 @@ def test_a_fenced_store_refuses_another_runs_checkpoint(owned_run):
         DatabaseSessionStore().fenced("r1", 3).save(checkpoint("other"))
 
 
-def test_a_root_save_moves_the_runs_counters(owned_run):
-    DatabaseSessionStore().fenced("r1", 3).save(checkpoint(step=4))
+def test_the_legs_mirror_hook_moves_the_runs_counters_on_a_root_save(owned_run):
+    DatabaseSessionStore().fenced("r1", 3, on_save=run_checkpoint_mirror).save(checkpoint(step=4))
     owned_run.refresh_from_db()
     assert (owned_run.step_index, owned_run.usage) == (4, {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3})
+
+
+def test_the_store_alone_stores_checkpoints_and_leaves_the_run_as_it_was(owned_run):
+    DatabaseSessionStore().fenced("r1", 3).save(checkpoint(step=4))
+    owned_run.refresh_from_db()
+    assert owned_run.step_index == -1
 
 
 def test_each_save_writes_only_the_new_messages(owned_run):

@@ -107,7 +107,7 @@ def test_a_failed_leg_still_ends_with_a_sentinel_and_an_error_part(settings, dra
 def test_a_stale_owner_cannot_append_to_the_journal():
     Run.objects.create(run_id="fenced", agent="x", input_messages="[]", owner_epoch=2)
     with pytest.raises(StaleOwnerError):
-        DatabaseStreamStateStore(fence=("fenced", 1)).append_sync("fenced", [{"type": "text-delta", "text": "x"}])
+        DatabaseStreamStateStore().fenced("fenced", 1).append_sync("fenced", [{"type": "text-delta", "text": "x"}])
     assert JournalEntry.objects.count() == 0
 
 

@@ -44,7 +44,7 @@ def test_a_leg_that_loses_its_store_puts_the_run_back_in_the_queue(settings, dra
     from runs.models import Run
     from runs.services import run_start
 
-    settings.DEUZ_STORES = {"sessions": {"BACKEND": "tests.runs.test_worker.UnreachableSessions"}}
+    settings.DEUZ_STORES = {**settings.DEUZ_STORES, "sessions": {"BACKEND": "tests.runs.test_worker.UnreachableSessions"}}
     run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="lost-store")
     drain_runs(max_legs=1)
     run = Run.objects.get(run_id="lost-store")

@@ -1,33 +1,29 @@
 """`manage.py runs`: the operators' view of runs: list, show, follow, resume, cancel, export.
 
-`follow` reads progress from the run's journal (``JournalProgress``); any object with the same ``poll()``
-(the resumable stream journal, later) can replace it without touching the printing.
+`follow` reads progress from the run's journal (runs.presenters.progress); `export` writes the receipt of
+runs.presenters.receipt; `show` prints the people-facing state of runs.presenters.state.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import time
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from approvals.models import ApprovalRequest
+from approvals.selectors import approval_pending_list
 from runs.cli_format import message_text, one_line, table, when
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError
-from runs.models import Checkpoint, Run
-from runs.selectors import run_get, run_input_messages, run_leg_list, run_list, run_people_state
+from runs.models import Run
+from runs.presenters.progress import JournalProgress, ProgressEvent
+from runs.presenters.receipt import run_receipt
+from runs.presenters.state import run_people_state
+from runs.selectors import run_effect_rows, run_get, run_latest_messages, run_leg_list, run_list
 from runs.services import run_cancel, run_requeue
-from runs.stores.db import DatabaseSessionStore
-from runs.stores.journal import DatabaseStreamStateStore
-
-RECEIPT_VERSION = 1
 
 #: How `follow` ends: the run is done and fine, or it needs a person (exit 1).
 FOLLOW_DONE = {Run.Status.COMPLETED, Run.Status.CANCELLED}
@@ -91,6 +87,11 @@ class Command(BaseCommand):
             getattr(self, f"handle_{action}")(**options)
         except (RunNotFound, RunNotResumable, SealedDataError) as exc:
             raise CommandError(str(exc)) from None
+        except BrokenPipeError:  # `runs show ID | head`: the reader left; nothing more to say
+            import os
+            import sys
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
     # ------------------------------------------------------------------ list
 
@@ -107,13 +108,14 @@ class Command(BaseCommand):
     def handle_show(self, *, run_id: str, **options: Any) -> None:
         run = run_get(run_id=run_id)
         legs = list(run_leg_list(run=run))
-        effects = list(run.effects.order_by("id"))
-        pending = list(ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).order_by("id"))
+        effects = list(run_effect_rows(run=run))
+        pending = approval_pending_list(run=run)
+        state = run_people_state(run, legs=legs, effects=effects)
         out = self.stdout
         out.write(f"Run {run.run_id} ({run.agent or 'no agent'})")
-        out.write(f"  State:    {run_people_state(run, legs=legs, effects=effects).label}  [{run.status}]")
-        for line in _why(run, pending):
-            out.write(f"  Why:      {line}")
+        out.write(f"  State:    {state.label}  [{run.status}]")
+        out.write(f"  Why:      {state.why}")
+        out.write(f"  Next:     {state.next_action}")
         usage = run.usage or {}
         out.write(
             f"  Step:     {run.step_index}    Tokens: {_total_tokens(usage)}"
@@ -159,7 +161,7 @@ class Command(BaseCommand):
 
     def handle_follow(self, *, run_id: str, timeout: float | None, interval: float, **options: Any) -> None:
         run = run_get(run_id=run_id)
-        progress = JournalProgress(run)
+        progress = JournalProgress(run.run_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             # Status first, then progress: whatever led to a final status is printed before we stop.
@@ -176,7 +178,7 @@ class Command(BaseCommand):
                     f"Run {run.run_id} {run.get_status_display().lower()}: {run.error or 'no reason was recorded.'}"
                 )
             if run.status == Run.Status.SUSPENDED:
-                pending = ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).order_by("id")
+                pending = approval_pending_list(run=run)
                 self.stdout.write(f"Run {run.run_id} is waiting for review ({len(pending)} pending):")
                 for request in pending:
                     self._write_approval(request)
@@ -243,195 +245,18 @@ class Command(BaseCommand):
         self.stdout.write(f"Wrote the recovery receipt of run {run_id} to {output}.")
 
 
-# ------------------------------------------------------------------- follow source
-
-
-@dataclass(frozen=True)
-class ProgressEvent:
-    """One line of `runs follow`: a closed step, an assistant's text or tool call, a new approval request."""
-
-    kind: str  # step | delta | tool_call | tool_result | approval | recovery | error
-    step_index: int | None = None
-    status: str = ""
-    text: str = ""
-    agent_path: tuple[str, ...] = ()
-
-
-@dataclass
-class JournalProgress:
-    """A run's progress read from its journal (the resumable wire), each part reported once, text live."""
-
-    run: Run
-    cursor: int = -1
-    store: DatabaseStreamStateStore = field(default_factory=DatabaseStreamStateStore)
-
-    def poll(self) -> list[ProgressEvent]:
-        events: list[ProgressEvent] = []
-        while True:
-            page = self.store.read_sync(self.run.run_id, self.cursor, 500)
-            for seq, part in page.parts:
-                self.cursor = seq
-                event = _progress_event(part)
-                if event is not None:
-                    events.append(event)
-            if not page.has_more:
-                return events
-
-
-def _progress_event(part: dict[str, Any]) -> ProgressEvent | None:
-    kind = part.get("type")
-    if kind == "step-start":
-        return ProgressEvent("step", step_index=part.get("step_index"), status="started")
-    if kind == "text-delta":
-        return ProgressEvent("delta", text=part.get("text", ""))
-    if kind == "tool-call":
-        return ProgressEvent("tool_call", text=f"{part.get('tool_name')} {one_line(part.get('input', {}))}")
-    if kind == "tool-result":
-        marker = "error" if part.get("is_error") else "result"
-        return ProgressEvent("tool_result", text=f"{part.get('tool_name')} {marker}: {one_line(part.get('output'))}")
-    if kind == "tool-approval-request":
-        approval = part.get("approval") or {}
-        return ProgressEvent("approval", text=f"{approval.get('tool_name')} {one_line(approval.get('input', {}))}",
-                             agent_path=tuple(approval.get("agent_path") or ()))
-    if kind == "recovery":
-        return ProgressEvent("recovery", text=part.get("message", ""), step_index=part.get("restarted_step_index"))
-    if kind == "error":
-        error = part.get("error") or {}
-        return ProgressEvent("error", text=f"{error.get('name')}: {error.get('message')}")
-    return None
-
-
-# ------------------------------------------------------------------ the receipt
-
-
-def run_receipt(run: Run) -> dict[str, Any]:
-    """The recovery receipt: what the run did and why an effect happened once, with no bearer tokens."""
-    approvals = ApprovalRequest.objects.filter(run=run).select_related("revision", "decided_by").order_by("id")
-    return {
-        "receipt_version": RECEIPT_VERSION,
-        "generated_at": _iso(timezone.now()),
-        "run": {
-            "run_id": run.run_id,
-            "agent": run.agent,
-            "status": run.status,
-            "status_label": run.get_status_display(),
-            "step_index": run.step_index,
-            "usage": run.usage,
-            "finish_reason": run.finish_reason,
-            "error": run.error,
-            "owner_epoch": run.owner_epoch,
-            "cancel_requested": run.cancel_requested,
-            "created_by": run.created_by.get_username() if run.created_by else None,
-            "created_at": _iso(run.created_at),
-            "updated_at": _iso(run.updated_at),
-        },
-        "legs": [
-            {
-                "number": leg.number,
-                "kind": leg.kind,
-                "owner_epoch": leg.owner_epoch,
-                "worker_id": leg.worker_id,
-                "started_at": _iso(leg.started_at),
-                "ended_at": _iso(leg.ended_at),
-                "finish_reason": leg.finish_reason,
-                "usage": leg.usage,
-                "error": leg.error,
-            }
-            for leg in run_leg_list(run=run)
-        ],
-        "checkpoints": [
-            {
-                "step_id": row.step_id,
-                "status": row.status,
-                "owner_epoch": row.owner_epoch,
-                "recorded_at": _iso(row.recorded_at),
-                "message_count": row.message_count,
-                "agent_path": list(row.agent_path or []),
-            }
-            for row in Checkpoint.objects.filter(run=run).order_by("id")
-        ],
-        "approvals": [
-            {
-                "approval_id": request.approval_id,
-                "tool_call_id": request.tool_call_id,
-                "tool_name": request.tool_name,
-                "input": request.tool_input,
-                "agent_path": list(request.agent_path or []),
-                "revision": request.revision.step_id,
-                "status": request.status,
-                "issued_at": _iso(request.issued_at),
-                "expires_at": _iso(request.expires_at),
-                "decided_by": request.decided_by.get_username() if request.decided_by else None,
-                "decided_at": _iso(request.decided_at),
-                "reason": request.reason,
-                # The token is a bearer credential: its digest identifies it without granting anything.
-                "token_sha256": hashlib.sha256(request.token.encode()).hexdigest() if request.token else None,
-            }
-            for request in approvals
-        ],
-        "effects": [
-            {
-                "operation_id": effect.operation_id,
-                "tool_call_id": effect.tool_call_id,
-                "tool_name": effect.tool_name,
-                "request_fingerprint": effect.fingerprint,
-                "request": effect.request,
-                "status": effect.status,
-                "attempts": effect.attempts,
-                "owner_epoch": effect.owner_epoch,
-                "receipt": effect.receipt,
-                "error": effect.error,
-                "created_at": _iso(effect.created_at),
-                "updated_at": _iso(effect.updated_at),
-            }
-            for effect in run.effects.order_by("id")
-        ],
-        "final_text": _final_text(run),
-    }
-
-
 # ------------------------------------------------------------------------ helpers
-
-
-def _why(run: Run, pending: list[ApprovalRequest]) -> list[str]:
-    if run.status == Run.Status.SUSPENDED:
-        tools = ", ".join(request.tool_name for request in pending) or "no request is pending"
-        return [f"waiting for a reviewer's verdict on {tools}"]
-    if run.error:
-        return [run.error]
-    if run.cancel_requested and run.status != Run.Status.CANCELLED:
-        return ["a cancellation was requested"]
-    if run.finish_reason and run.status in {Run.Status.COMPLETED, Run.Status.CANCELLED}:
-        return [f"finished: {run.finish_reason}"]
-    return []
 
 
 def _total_tokens(usage: dict[str, Any] | None) -> int:
     return int((usage or {}).get("total_tokens", 0))
 
 
-def _latest_messages(run: Run) -> list[dict[str, Any]]:
-    """The run's latest full history, or the messages it started from before any checkpoint."""
-    checkpoint = DatabaseSessionStore().load_sync(run.run_id)
-    return checkpoint["messages"] if checkpoint is not None else run_input_messages(run)
-
-
 def _last_text_message(run: Run) -> dict[str, Any] | None:
-    for message in reversed(_latest_messages(run)):
+    for message in reversed(run_latest_messages(run=run)):
         if message_text(message):
             return message
     return None
-
-
-def _final_text(run: Run) -> str | None:
-    for message in reversed(_latest_messages(run)):
-        if message.get("role") == "assistant" and message_text(message):
-            return message_text(message)
-    return None
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat()
 
 
 def _indent(text: str, prefix: str = "  ") -> str:

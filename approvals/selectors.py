@@ -1,0 +1,135 @@
+"""Reads for approvals: every question about approval requests has its one answer here.
+
+A request's *state* is its stored status as of now: a pending request past its expiry is expired (it
+authorizes nothing, even before the expiry sweep marks it), and only a pending, unexpired request of a run
+that was not cancelled is open for a verdict.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from approvals.errors import ApprovalNotFound
+from approvals.models import ApprovalRequest
+from runs.models import Checkpoint, Run
+from runs.selectors import run_latest_checkpoint_row
+
+__all__ = [
+    "approval_get",
+    "approval_is_open",
+    "approval_latest_verdict",
+    "approval_pending_list",
+    "approval_queue_list",
+    "approval_recent_list",
+    "approval_run_list",
+    "approval_state",
+    "approval_suspension_is_settled",
+    "approval_suspension_pending_list",
+    "approval_verdicts_for_resume",
+]
+
+Status = ApprovalRequest.Status
+
+
+def approval_state(request: ApprovalRequest, *, now: datetime | None = None) -> str:
+    """The request's status as of ``now`` (a pending one past its expiry is expired)."""
+    if request.status == Status.PENDING and request.expires_at <= (now or timezone.now()):
+        return Status.EXPIRED
+    return request.status
+
+
+def approval_is_open(request: ApprovalRequest, *, now: datetime | None = None) -> bool:
+    """True when a verdict on ``request`` can still be recorded."""
+    return approval_state(request, now=now) == Status.PENDING and not request.run.cancel_requested
+
+
+def approval_get(*, run_id: str, approval_id: str) -> ApprovalRequest:
+    try:
+        return ApprovalRequest.objects.select_related("run", "run__created_by", "revision", "decided_by").get(
+            run__run_id=run_id, approval_id=approval_id
+        )
+    except ApprovalRequest.DoesNotExist:
+        raise ApprovalNotFound(run_id, approval_id) from None
+
+
+def _open(now: datetime) -> QuerySet[ApprovalRequest]:
+    return ApprovalRequest.objects.filter(status=Status.PENDING, expires_at__gt=now, run__cancel_requested=False)
+
+
+def approval_queue_list(*, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
+    """The reviewers' queue: requests open for a verdict, newest first."""
+    now = now or timezone.now()
+    return _open(now).select_related("run", "run__created_by", "decided_by").order_by("-issued_at", "-id")
+
+
+def approval_recent_list(*, now: datetime | None = None, limit: int = 20) -> list[ApprovalRequest]:
+    """The requests most recently closed (decided, expired, superseded, used, cancelled), newest first."""
+    now = now or timezone.now()
+    rows = ApprovalRequest.objects.select_related("run", "decided_by").order_by("-issued_at", "-id")
+    return list(rows.exclude(pk__in=_open(now).values("pk"))[:limit])
+
+
+def approval_pending_list(*, run: Run, now: datetime | None = None) -> list[ApprovalRequest]:
+    """The requests ``run`` waits on now, oldest first."""
+    return list(_open(now or timezone.now()).filter(run=run).order_by("id"))
+
+
+def approval_run_list(*, run: Run) -> list[ApprovalRequest]:
+    """Every request the run made, oldest first (its timeline and receipt)."""
+    return list(ApprovalRequest.objects.filter(run=run).select_related("revision", "decided_by").order_by("id"))
+
+
+def approval_latest_verdict(*, run: Run) -> ApprovalRequest | None:
+    return ApprovalRequest.objects.filter(run=run, decided_at__isnull=False).order_by("-decided_at").first()
+
+
+def _latest_suspension(run: Run) -> Checkpoint | None:
+    """The run's latest root checkpoint when it is a suspension."""
+    latest = run_latest_checkpoint_row(run=run)
+    return latest if latest is not None and latest.status == "suspended" else None
+
+
+def approval_suspension_pending_list(*, run: Run) -> list[dict[str, Any]]:
+    """The ToolApprovalRequest dicts (with tokens) the run's latest suspension still waits on, for the leg that
+    must say again what the run waits on; empty when its latest checkpoint is not a suspension."""
+    latest = _latest_suspension(run)
+    if latest is None:
+        return []
+    pending = ApprovalRequest.objects.filter(revision=latest, status=Status.PENDING).order_by("id")
+    return [request.as_request() for request in pending]
+
+
+def approval_suspension_is_settled(*, run: Run, revision_id: int | None = None) -> bool:
+    """True when the suspension ``revision_id`` (default: the run's latest) has no request still pending."""
+    if revision_id is None:
+        latest = _latest_suspension(run)
+        if latest is None:
+            return False
+        revision_id = latest.pk
+    return not ApprovalRequest.objects.filter(revision_id=revision_id, status=Status.PENDING).exists()
+
+
+def approval_verdicts_for_resume(*, run: Run) -> list[dict[str, Any]]:
+    """The verdicts of the run's latest suspension, with their tokens, for resume_from_checkpoint to check again.
+    Expired, superseded and cancelled requests give none: the runtime denies them by default."""
+    latest = Checkpoint.objects.filter(run=run, session_key=run.run_id, status="suspended").order_by("-id").first()
+    if latest is None:
+        return []
+    decided = ApprovalRequest.objects.filter(
+        revision=latest, status__in=[Status.APPROVED, Status.DENIED, Status.USED]
+    ).order_by("id")
+    verdicts = []
+    for request in decided:
+        verdict = {
+            "approval_id": request.approval_id,
+            "approved": request.status != Status.DENIED,
+            "token": request.token,
+        }
+        if request.reason:
+            verdict["reason"] = request.reason
+        verdicts.append(verdict)
+    return verdicts

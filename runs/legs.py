@@ -1,0 +1,226 @@
+"""One leg of a run: build its agent, start or resume it through the fenced stores, journal every part, close.
+
+This is where the layers meet: the leg passes the session store a save hook that, in each checkpoint's
+transaction, flushes the journal (a checkpoint is never ahead of the wire), mirrors step and usage onto the
+run, and does the approvals bookkeeping of a suspension. The worker's claim loop (runs.worker) and a
+follower continuing a dead run (runs.followers) both run legs through ``leg_execute``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import DatabaseError
+
+from approvals.selectors import (
+    approval_suspension_is_settled,
+    approval_suspension_pending_list,
+    approval_verdicts_for_resume,
+)
+from approvals.services import approval_checkpoint_saved
+from approvals.signing import approval_signer
+from runs.agents import LegContext, agent_build
+from runs.faults import fault_probe
+from runs.journal import JournalWriter
+from runs.models import Run
+from runs.runtime import Deps, RunHalted
+from runs.runtime.codec import decode_value
+from runs.runtime.durable import (
+    CheckpointCorruptError,
+    DurableSession,
+    OwnershipLostError,
+    StoreUnavailableError,
+    resume_stream_from_checkpoint,
+)
+from runs.runtime.loops import stream_chat
+from runs.runtime.redact import redact
+from runs.runtime.results import GenerateTextResult
+from runs.runtime.stores import SavedCheckpoint
+from runs.runtime.usage import empty_usage
+from runs.services import Claim, run_cancel_requested, run_checkpoint_mirror, run_lease_renew, run_leg_finish
+from runs.stores import get_store
+
+__all__ = ["leg_execute", "leg_secrets"]
+
+logger = logging.getLogger("deuz.worker")
+
+
+def leg_secrets() -> tuple[str, ...]:
+    """Literal secret values no error part, log line or page may carry."""
+    values = [settings.DEUZ_APPROVAL_SECRET, settings.SECRET_KEY, *settings.DEUZ_ENCRYPTION_KEYS]
+    values += [os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")]
+    return tuple(value for value in values if value)
+
+
+class _Resuspension:
+    """A leg with nothing to run: it repeats the pending approval requests and ends suspended. Shaped like a
+    StreamChatResult so the leg's journal and close work the same."""
+
+    def __init__(self, run_id: str, requests: list[dict[str, Any]]) -> None:
+        self._parts = [{"type": "tool-approval-request", "approval": request} for request in requests]
+        self._parts.append({"type": "finish", "finish_reason": "suspended", "usage": empty_usage()})
+        self._result = GenerateTextResult(
+            text="", messages=[], response_messages=[], steps=[], usage=empty_usage(), total_usage=empty_usage(),
+            finish_reason="suspended", pending_approvals=requests, run_id=run_id,
+        )
+        self.full_stream = self._iterate()
+
+    async def _iterate(self):
+        for part in self._parts:
+            yield part
+
+    def parts_from(self, index: int) -> list[dict[str, Any]]:
+        return self._parts[index:]
+
+    def parts_count(self) -> int:
+        return len(self._parts)
+
+    @property
+    def result(self):
+        async def result():
+            return self._result
+
+        return result()
+
+
+class _Leg:
+    """The state of one leg while it runs: its claim, its journal writer, and the signals that stop it."""
+
+    def __init__(self, claim: Claim, *, fault: Any) -> None:
+        self.claim = claim
+        self.fault = fault
+        self.lost = asyncio.Event()  # another epoch owns the run: write nothing more
+        self.signal = asyncio.Event()  # stop the runtime at its next await point
+        self.writer = JournalWriter(run_id=claim.run_id, epoch=claim.epoch)
+
+    def on_save(self, saved: SavedCheckpoint) -> None:
+        """Inside every checkpoint's transaction: the journal first, then the run's mirror and approvals."""
+        self.writer.flush_all_sync()
+        run_checkpoint_mirror(saved)
+        approval_checkpoint_saved(saved)
+
+    async def start(self) -> Any:
+        claim = self.claim
+        run = await Run.objects.aget(run_id=claim.run_id)
+        definition = await sync_to_async(agent_build)(run.agent, leg=LegContext(run.run_id, claim.epoch, self.fault))
+        store = get_store("sessions").fenced(run.run_id, claim.epoch, on_save=self.on_save)
+        options = dict(
+            model=definition.model,
+            tools=definition.tools,
+            max_steps=definition.max_steps,
+            system=definition.system,
+            approve_tool_call=definition.approve_tool_call,
+            approval_signer=approval_signer(),
+            approval_max_age_ms=settings.DEUZ_APPROVAL_MAX_AGE_SECONDS * 1000,
+            signal=self.signal,
+            deps=Deps(fault=self.fault, secrets=leg_secrets(), logger=logging.getLogger("deuz.runtime")),
+        )
+        if await store.aload(run.run_id) is None:
+            if claim.kind == "recovery":
+                # The dead leg streamed part of step 0 and saved nothing: followers must set that output aside.
+                self.writer.prefix = [{
+                    "type": "recovery",
+                    "restarted_step_index": 0,
+                    "message": "The previous leg was interrupted; the run restarts at step 0.",
+                }]
+            messages = decode_value(json.loads(run.input_messages))
+            return stream_chat(messages=messages, session=DurableSession(store=store, run_id=run.run_id), **options)
+        waiting = await sync_to_async(approval_suspension_pending_list)(run=run)
+        if waiting:
+            # The previous leg died after storing its suspension: the run still waits for reviewers. Never
+            # resume it without their verdicts (that would deny by default); say again what it waits on.
+            return _Resuspension(run.run_id, waiting)
+        verdicts = await sync_to_async(approval_verdicts_for_resume)(run=run)
+        return resume_stream_from_checkpoint(store, run.run_id, approval_responses=verdicts, **options)
+
+    async def keep_lease(self) -> None:
+        """Renew the lease at a third of its life; on a lost epoch or a cancel, abort the leg."""
+        claim = self.claim
+        interval = max(settings.DEUZ_LEASE_SECONDS / 3, 0.2)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                owned = await sync_to_async(run_lease_renew)(run_id=claim.run_id, epoch=claim.epoch)
+                cancel = owned and await sync_to_async(run_cancel_requested)(run_id=claim.run_id)
+            except Exception as exc:  # try again; if the lease lapses meanwhile, fencing stops this leg's writes
+                logger.warning("Renewing the lease of %s failed (%s).", claim.run_id, type(exc).__name__)
+                continue
+            if not owned:
+                self.lost.set()
+                self.signal.set()
+                return
+            if cancel:
+                self.signal.set()
+
+    async def end_journal(self, flusher: asyncio.Task[None]) -> None:
+        """Every leg ends with its sentinel, also a failed one; a stale owner writes nothing."""
+        try:
+            await flusher
+        except OwnershipLostError:
+            self.lost.set()
+        if self.lost.is_set():
+            return
+        try:
+            await sync_to_async(self.writer.end_leg_sync)()
+        except OwnershipLostError:
+            self.lost.set()
+            return
+        await self.writer.notify()
+
+    async def close(self, finish_reason: str, usage: dict, error: str) -> None:
+        claim = self.claim
+        if self.lost.is_set():
+            logger.warning("Run %s is owned by a newer epoch than %d; this worker abandons it.", claim.run_id, claim.epoch)
+            return
+        try:
+            await sync_to_async(run_leg_finish)(
+                run_id=claim.run_id, epoch=claim.epoch, leg=claim.leg, finish_reason=finish_reason, usage=usage,
+                error=error, is_suspension_settled=lambda run: approval_suspension_is_settled(run=run),
+            )
+        except OwnershipLostError:
+            logger.warning("Run %s was claimed by another worker before its leg closed; abandoned.", claim.run_id)
+
+
+async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
+    """Run one leg of ``claim``'s run to its end, renewing the lease, and close it (never raises for a failed
+    leg: the run fails, needs review or goes back to the queue; a cancelled task aborts the leg and re-raises)."""
+    leg = _Leg(claim, fault=fault or fault_probe(settings.DEUZ_FAULT))
+    keeper = asyncio.create_task(leg.keep_lease())
+    flushed = asyncio.Event()
+    flusher = asyncio.create_task(leg.writer.run(flushed))
+    finish_reason, usage, error = "error", {}, ""
+    try:
+        stream = await leg.start()
+        leg.writer.source = stream
+        async for _ in stream.full_stream:
+            pass  # the journal writer reads the part log; draining keeps the producer going
+        result = await stream.result
+        finish_reason, usage = result.finish_reason, result.usage
+    except OwnershipLostError:
+        leg.lost.set()
+    except (CheckpointCorruptError, RunHalted) as exc:
+        finish_reason, error = "needs_review", redact(str(exc), leg_secrets())
+    except (StoreUnavailableError, DatabaseError) as exc:
+        # Transient: the run goes back to the queue and a later leg resumes it from its checkpoint.
+        logger.warning("Leg %s of run %s lost its store (%s); requeued.", claim.leg, claim.run_id, type(exc).__name__)
+        finish_reason, error = "aborted", redact(f"{type(exc).__name__}: {exc}", leg_secrets())
+    except asyncio.CancelledError:
+        keeper.cancel()
+        flushed.set()
+        await leg.end_journal(flusher)
+        await leg.close("aborted", {}, "The worker stopped during this leg.")
+        raise
+    except Exception as exc:  # a failed leg fails its run, never the worker
+        logger.exception("Leg %s of run %s failed.", claim.leg, claim.run_id)
+        error = redact(f"{type(exc).__name__}: {exc}", leg_secrets())
+    finally:
+        keeper.cancel()
+        flushed.set()
+    await leg.end_journal(flusher)
+    await leg.close(finish_reason, usage, error)

@@ -1,0 +1,112 @@
+"""The recovery state people see for a run (the third design document's states): its name, why, the last
+confirmed event, who acts now and what can be done. Shown on pages, in `runs show`, and in receipts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from approvals.selectors import approval_latest_verdict, approval_pending_list
+from runs.models import Effect, Leg, Run
+from runs.selectors import run_effect_rows, run_latest_checkpoint_row, run_leg_list
+
+__all__ = ["PeopleState", "run_people_state"]
+
+
+@dataclass(frozen=True)
+class PeopleState:
+    """The recovery state people see: its name, why, the last confirmed event, who acts now and what can be done."""
+
+    key: str  # queued | running | waiting | retry_scheduled | reconciling | recovering | recovered | completed ...
+    label: str
+    why: str
+    last_event: str
+    last_event_at: datetime | None
+    owner: str
+    next_action: str
+
+
+def _last_confirmed_event(run: Run, legs: list[Leg], effects: list[Effect]) -> tuple[str, datetime | None]:
+    """The newest durable record of the run: a checkpoint, an effect's outcome, a verdict or a leg's end."""
+    events: list[tuple[datetime, str]] = []
+    checkpoint = run_latest_checkpoint_row(run=run)
+    if checkpoint is not None:
+        events.append((checkpoint.recorded_at, f"step {checkpoint.step_index} checkpointed ({checkpoint.status})"))
+    for effect in effects:
+        if effect.status != Effect.Status.INTENT:
+            events.append((effect.updated_at, f"{effect.tool_name} {effect.get_status_display().lower()}"))
+    verdict = approval_latest_verdict(run=run)
+    if verdict is not None:
+        who = verdict.decided_by.get_username() if verdict.decided_by else "the system"
+        events.append((verdict.decided_at, f"{verdict.tool_name} {verdict.get_status_display().lower()} by {who}"))
+    for leg in legs:
+        if leg.ended_at is not None:
+            events.append((leg.ended_at, f"leg {leg.number} ended ({leg.finish_reason or 'no reason'})"))
+    if not events:
+        return "the run was queued", run.created_at
+    moment, text = max(events, key=lambda event: event[0])
+    return text, moment
+
+
+def run_people_state(
+    run: Run, *, legs: list[Leg] | None = None, effects: list[Effect] | None = None, include_last_event: bool = True
+) -> PeopleState:
+    """The people-facing recovery state of ``run`` (waiting, retry scheduled, reconciling, recovered...).
+
+    Lists pass prefetched ``legs`` and ``effects`` and skip the last event, which costs two queries a run."""
+    legs = list(run_leg_list(run=run)) if legs is None else legs
+    effects = list(run_effect_rows(run=run)) if effects is None else effects
+    recovered = any(leg.kind == Leg.Kind.RECOVERY for leg in legs)
+    is_unsettled = any(effect.status in {Effect.Status.INTENT, Effect.Status.UNKNOWN} for effect in effects)
+    owner_now = f"worker {run.worker_id or '-'} (owner epoch {run.owner_epoch})"
+    Status = Run.Status
+    if run.status == Status.QUEUED:
+        if not legs:
+            key, label, why = "queued", "Queued", "The run waits for a worker to claim it."
+        elif legs[-1].finish_reason == "suspended":
+            key, label, why = "resuming", "Resuming after a verdict", "Every request has a verdict; a worker resumes it."
+        else:
+            key, label, why = "retry_scheduled", "Retry scheduled", "Its last leg stopped early; another leg is queued."
+        owner, action = "No owner: waiting for a worker", "Follow it live; it can still be cancelled."
+    elif run.status == Status.RUNNING:
+        owner = owner_now
+        if run.cancel_requested:
+            key, label, why = "cancelling", "Cancelling", "A cancellation was requested; it stops at its next step."
+            action = "None: the run is stopping."
+        elif is_unsettled and recovered:
+            key, label = "reconciling", "Reconciling"
+            why = "An effect's outcome is unknown; the system is checking the provider before anything is retried."
+            action = "None: no duplicate submit is possible. Refresh this page to see the outcome."
+        elif legs and legs[-1].kind == Leg.Kind.RECOVERY:
+            key, label, why = "recovering", "Recovering", "A new owner resumed the run from its last checkpoint."
+            action = "Follow it live."
+        else:
+            key, label, why = "running", "Running", "A worker is running the agent."
+            action = "Follow it live; it can be cancelled."
+    elif run.status == Status.SUSPENDED:
+        key, label = "waiting", "Waiting for review"
+        tools = ", ".join(request.tool_name for request in approval_pending_list(run=run)) or "no request is open"
+        why = f"Waiting for a reviewer's verdict on {tools}; no worker is held while it waits."
+        owner, action = "No worker: a reviewer decides", "Approve or deny the pending request in the console."
+    elif run.status == Status.COMPLETED:
+        key, label = ("recovered", "Recovered, completed") if recovered else ("completed", "Completed")
+        why = (
+            "A worker stopped mid-run; a new owner resumed from the last checkpoint and finished."
+            if recovered else "The agent finished."
+        )
+        owner, action = "No owner: the run is finished", "None. Its recovery receipt: manage.py runs export."
+    elif run.status == Status.FAILED:
+        key, label, why = "failed", "Failed", run.error or "No reason was recorded."
+        owner, action = "No owner: the run stopped", "An operator can queue another leg: manage.py runs resume."
+    elif run.status == Status.CANCELLED:
+        who = run.cancelled_by.get_username() if run.cancelled_by else "an operator"
+        key, label = "cancelled", "Cancelled"
+        why = f"Cancelled by {who}: no new model calls, no new effects."
+        owner, action = "No owner: the run is finished", "None."
+    else:  # needs review
+        key, label = "needs_review", "Needs review"
+        why = run.error or "The system cannot decide safely on its own."
+        owner, action = "A person: the run stopped for review", "An operator checks it, then: manage.py runs resume."
+    last_event, last_event_at = _last_confirmed_event(run, legs, effects) if include_last_event else ("", None)
+    return PeopleState(key=key, label=label, why=why, last_event=last_event, last_event_at=last_event_at,
+                       owner=owner, next_action=action)
