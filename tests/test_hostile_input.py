@@ -112,3 +112,15 @@ def test_the_refusal_page_passes_the_content_security_policy(client, settings):
 
 def test_a_query_without_nul_goes_through(staff):
     assert staff.get("/api/runs/", {"agent": "reimbursement"}).status_code == 200
+
+
+async def test_under_asgi_a_nul_in_a_page_path_answers_a_400_page(async_client):
+    response = await async_client.get("/runs/%00/live/")
+    assert response.status_code == 400
+    assert "The path contains a NUL character (%00)" in response.content.decode()
+
+
+async def test_under_asgi_a_nul_in_an_api_query_parameter_answers_json_400(async_client):
+    response = await async_client.get("/api/runs/", {"agent": "\x00"})
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("The query parameter 'agent' contains a NUL")

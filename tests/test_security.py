@@ -140,3 +140,23 @@ def test_the_run_pages_stylesheet_is_served(settings):
         assert response.status_code == 200, path
         response.close()
 
+
+
+async def test_under_asgi_pages_are_private_and_never_stored(async_client):
+    response = await async_client.get("/")
+    assert response.status_code == 200 and no_store(response)
+
+
+def test_with_the_https_redirect_on_pages_redirect_but_the_health_probe_answers(settings, client):
+    settings.SECURE_SSL_REDIRECT = True
+    assert client.get("/runs/").headers["Location"] == "https://testserver/runs/"
+    assert client.get("/healthz").status_code == 200  # load balancers probe over plain HTTP
+
+
+def test_behind_the_proxy_a_forwarded_https_request_is_secure_and_gets_hsts(settings, client):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_HSTS_SECONDS = 31_536_000
+    response = client.get("/", HTTP_X_FORWARDED_PROTO="https")
+    assert response.status_code == 200  # not redirected: the proxy said HTTPS
+    assert response["Strict-Transport-Security"].startswith("max-age=31536000")
