@@ -83,7 +83,7 @@ if SECURE_HSTS_PRELOAD and (SECURE_HSTS_SECONDS < 31_536_000 or not SECURE_HSTS_
 # Content-Security-Policy: scripts and styles come from this origin's static files, or inline with the
 # response's nonce (the admin's and Swagger UI's templates carry it); no inline handlers or style attributes,
 # no eval, no plugins, no framing, forms post only here. Images may be data: URIs (Swagger UI's CSS icons).
-_CSP_POLICY = {
+_csp_policy = {
     "default-src": [CSP.SELF],
     "script-src": [CSP.SELF, CSP.NONCE],
     "style-src": [CSP.SELF, CSP.NONCE],
@@ -97,9 +97,9 @@ _CSP_POLICY = {
 # Report-Only sends the same policy without enforcing it: browsers log violations and block nothing. The
 # default while DEBUG is on, so Django's debug pages (inline styles and scripts, no nonce) keep working.
 if env_bool("DEUZ_CSP_REPORT_ONLY", default=DEBUG):
-    SECURE_CSP, SECURE_CSP_REPORT_ONLY = {}, _CSP_POLICY
+    SECURE_CSP, SECURE_CSP_REPORT_ONLY = {}, _csp_policy
 else:
-    SECURE_CSP, SECURE_CSP_REPORT_ONLY = _CSP_POLICY, {}
+    SECURE_CSP, SECURE_CSP_REPORT_ONLY = _csp_policy, {}
 
 # How long a worker's claim on a run lasts before another worker may take it over.
 DEUZ_LEASE_SECONDS = env_int("DEUZ_LEASE_SECONDS", default=15, minimum=1)
@@ -150,8 +150,8 @@ INSTALLED_APPS = [
     "approvals.apps.ApprovalsConfig",
 ]
 
-# WhiteNoise sits right after SecurityMiddleware: daphne serves no static files itself. Below it, so static
-# files keep their own caching: pages and API answers are private and never stored, carry the CSP, and
+# WhiteNoise sits right after SecurityMiddleware: daphne serves no static files itself, and static files keep
+# their own caching. Below it, every page and API answer is private and never stored and carries the CSP, and
 # a path or parameter holding NUL is refused before sessions, users or any view reach the database.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
