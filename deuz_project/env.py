@@ -7,10 +7,13 @@ falls back to the default instead of failing on an empty string.
 from __future__ import annotations
 
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["env_bool", "env_demo_model", "env_fernet_keys", "env_int", "env_list", "env_secret", "env_str"]
+__all__ = [
+    "env_bool", "env_demo_model", "env_fernet_keys", "env_int", "env_list", "env_origins", "env_secret", "env_str",
+]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -59,6 +62,22 @@ def env_list(name: str, *, default: list[str]) -> list[str]:
     if value is None:
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+# scheme://host[:port], the host possibly starting with "*." (a wildcard for subdomains), nothing after it.
+_ORIGIN = re.compile(r"^https?://(\*\.)?[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
+
+
+def env_origins(name: str) -> list[str]:
+    """A comma-separated list of origins (``https://host[:port]``), each checked so a typo fails at start-up."""
+    origins = env_list(name, default=[])
+    for origin in origins:
+        if not _ORIGIN.match(origin):
+            raise ImproperlyConfigured(
+                f"{name} must list origins like https://deuz.example or https://*.example.com:8443 "
+                f"(a scheme, a host, an optional port, no path); got {origin!r}."
+            )
+    return origins
 
 
 def env_secret(name: str, *, dev_default: str | None) -> str:

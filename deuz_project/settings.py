@@ -13,8 +13,18 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
-from deuz_project.env import env_bool, env_demo_model, env_fernet_keys, env_int, env_list, env_secret, env_str
+from deuz_project.env import (
+    env_bool,
+    env_demo_model,
+    env_fernet_keys,
+    env_int,
+    env_list,
+    env_origins,
+    env_secret,
+    env_str,
+)
 
 # Repository root: manage.py, templates/, the default SQLite file live here.
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -36,6 +46,60 @@ DEUZ_APPROVAL_SECRET = env_secret(
 
 # Host names this site answers to; the test runner adds "testserver" itself.
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+# Origins (https://host[:port], comma-separated) trusted for unsafe requests besides this host itself:
+# needed when a proxy or another front end on a different origin posts the console's or the admin's forms.
+CSRF_TRUSTED_ORIGINS = env_origins("CSRF_TRUSTED_ORIGINS")
+
+# Transport security: every default below is the secure one when DEBUG is off, the relaxed one when it is on,
+# so a development server works over plain HTTP and a production one never silently falls back to it.
+
+# Trust X-Forwarded-Proto: https from a TLS-terminating proxy; opt-in, because without a proxy that sets (and
+# strips a client's own) header, any client could claim a plain HTTP request came over HTTPS.
+if env_bool("DEUZ_PROXY_SSL_HEADER", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Redirect HTTP to HTTPS. /healthz stays reachable over HTTP: load balancers probe it and read 200/503, not 301.
+# Behind a TLS-terminating proxy this needs DEUZ_PROXY_SSL_HEADER, or every request would loop on the redirect.
+SECURE_SSL_REDIRECT = env_bool("DEUZ_SSL_REDIRECT", default=not DEBUG)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+
+# Session and CSRF cookies only over HTTPS, so a network observer never sees a session.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DEUZ_SECURE_COOKIES", default=not DEBUG)
+
+# HSTS (sent on HTTPS responses only): browsers remember for this long to use HTTPS; one year by default
+# outside DEBUG. 0 sends no header (the development default: a browser would remember it for localhost too).
+SECURE_HSTS_SECONDS = env_int("DEUZ_HSTS_SECONDS", default=0 if DEBUG else 31_536_000, minimum=0)
+# ...for this host's subdomains too.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DEUZ_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
+# ...and ask to be on the browsers' preload list: opt-in, since leaving that list takes months.
+SECURE_HSTS_PRELOAD = env_bool("DEUZ_HSTS_PRELOAD", default=False)
+if SECURE_HSTS_PRELOAD and (SECURE_HSTS_SECONDS < 31_536_000 or not SECURE_HSTS_INCLUDE_SUBDOMAINS):
+    raise ImproperlyConfigured(
+        "DEUZ_HSTS_PRELOAD needs DEUZ_HSTS_SECONDS of at least 31536000 and DEUZ_HSTS_INCLUDE_SUBDOMAINS on "
+        "(the preload list accepts nothing less)."
+    )
+
+# Content-Security-Policy: scripts and styles come from this origin's static files, or inline with the
+# response's nonce (the admin's and Swagger UI's templates carry it); no inline handlers or style attributes,
+# no eval, no plugins, no framing, forms post only here. Images may be data: URIs (Swagger UI's CSS icons).
+_csp_policy = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],  # the API, the SSE stream and the WebSocket, all on this origin
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+# Report-Only sends the same policy without enforcing it: browsers log violations and block nothing. The
+# default while DEBUG is on, so Django's debug pages (inline styles and scripts, no nonce) keep working.
+if env_bool("DEUZ_CSP_REPORT_ONLY", default=DEBUG):
+    SECURE_CSP, SECURE_CSP_REPORT_ONLY = {}, _csp_policy
+else:
+    SECURE_CSP, SECURE_CSP_REPORT_ONLY = _csp_policy, {}
 
 # How long a worker's claim on a run lasts before another worker may take it over.
 DEUZ_LEASE_SECONDS = env_int("DEUZ_LEASE_SECONDS", default=15, minimum=1)
@@ -88,10 +152,15 @@ INSTALLED_APPS = [
     "approvals.apps.ApprovalsConfig",
 ]
 
-# WhiteNoise sits right after SecurityMiddleware: daphne serves no static files itself.
+# WhiteNoise sits right after SecurityMiddleware: daphne serves no static files itself, and static files keep
+# their own caching. Below it, every page and API answer is private and never stored and carries the CSP, and
+# a path or parameter holding NUL is refused before sessions, users or any view reach the database.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "deuz_project.middleware.PrivateNoStoreMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "deuz_project.middleware.RefuseNulMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -114,6 +183,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",  # {{ csp_nonce }} for inline blocks
             ],
         },
     },
@@ -193,6 +263,8 @@ USE_TZ = True
 # Static files are collected into STATIC_ROOT (`manage.py serve` does it) and served by WhiteNoise.
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Project-wide assets (the pages' stylesheets) beside the apps' own static/ folders.
+STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # Compressed copies without a manifest, so templates render before collectstatic has run (tests).
 STORAGES = {
@@ -229,6 +301,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # No validator badge: it would send the schema's URL to swagger.io, and the CSP allows no image from there.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     # Distinct names for the several "status" enums (runs, effects, approval requests).
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "runs.models.Run.Status",

@@ -8,6 +8,12 @@ from deuz_project import views
 from runs.streaming import run_events
 from runs.views import run_live
 
+# Errors answer JSON under /api/ and plain pages elsewhere (deuz_project.views).
+handler400 = "deuz_project.views.bad_request"
+handler403 = "deuz_project.views.permission_denied"
+handler404 = "deuz_project.views.page_not_found"
+handler500 = "deuz_project.views.server_error"
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),

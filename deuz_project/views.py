@@ -1,4 +1,4 @@
-"""Project-level pages: the home page and the health probe."""
+"""Project-level pages: the home page, the health probe, and the error answers (JSON under /api/, pages elsewhere)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,13 @@ import logging
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views import defaults
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
+
+from deuz_project.middleware import is_api_path
+
+__all__ = ["bad_request", "healthz", "home", "page_not_found", "permission_denied", "server_error"]
 
 logger = logging.getLogger("deuz.health")
 
@@ -32,3 +37,38 @@ def healthz(request: HttpRequest) -> JsonResponse:
         logger.warning("Health check: database unreachable", exc_info=True)
         return JsonResponse({"status": "unavailable", "database": "unreachable"}, status=503)
     return JsonResponse({"status": "ok"})
+
+
+# The error handlers (handler400... in urls.py). Under /api/ a client parses JSON, so an unknown path or an
+# error outside DRF's own handling still answers {"detail": "..."}; elsewhere Django's handlers render
+# templates/4xx.html and 500.html, which say what happened and never show a traceback or the exception's
+# details beyond the message a view chose to give (a 404's or 403's).
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """400: a request Django could not accept (a bad Host header, a malformed body...)."""
+    if is_api_path(request):
+        # The exception's text is not echoed: SuspiciousOperation messages may quote hostile input.
+        return JsonResponse({"detail": "Bad request."}, status=400)
+    return defaults.bad_request(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """403: signed in, but not allowed to do this."""
+    if is_api_path(request):
+        return JsonResponse({"detail": "You do not have permission to perform this action."}, status=403)
+    return defaults.permission_denied(request, exception)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """404: no route matches, or the view found nothing; under /api/ in JSON rather than Django's HTML page."""
+    if is_api_path(request):
+        return JsonResponse({"detail": "Not found: no API endpoint or object at this path."}, status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500: a bug; the details go to the log, never to the client."""
+    if is_api_path(request):
+        return JsonResponse({"detail": "Server error: the failure was logged."}, status=500)
+    return defaults.server_error(request)

@@ -10,23 +10,35 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # Variables the settings read; a subprocess test starts from none of them set.
 DEUZ_ENV_VARS = (
     "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS",
     "DATABASE_URL",
     "DEBUG",
     "DEUZ_APPROVAL_MAX_AGE_SECONDS",
     "DEUZ_APPROVAL_SECRET",
+    "DEUZ_CSP_REPORT_ONLY",
     "DEUZ_DEMO_DELAY_MS",
     "DEUZ_DEMO_MODEL",
     "DEUZ_ENCRYPTION_KEYS",
     "DEUZ_FAULT",
+    "DEUZ_HSTS_INCLUDE_SUBDOMAINS",
+    "DEUZ_HSTS_PRELOAD",
+    "DEUZ_HSTS_SECONDS",
     "DEUZ_LEASE_SECONDS",
+    "DEUZ_PROXY_SSL_HEADER",
+    "DEUZ_SECURE_COOKIES",
+    "DEUZ_SSL_REDIRECT",
     "ANTHROPIC_API_KEY",
     "OPENAI_API_KEY",
     "DJANGO_SECRET_KEY",
     "REDIS_URL",
 )
 
-# The smallest environment that passes for production (DEBUG off, both secrets set).
-PRODUCTION_ENV = {"DEBUG": "0", "DJANGO_SECRET_KEY": "k" * 50, "DEUZ_APPROVAL_SECRET": "a" * 32}
+# The smallest environment that passes for production (DEBUG off, both secrets set), served the way the tests
+# serve it: over plain HTTP on the loopback, so with no redirect to HTTPS and cookies a browser sends over HTTP.
+PRODUCTION_ENV = {
+    "DEBUG": "0", "DJANGO_SECRET_KEY": "k" * 50, "DEUZ_APPROVAL_SECRET": "a" * 32,
+    "DEUZ_SSL_REDIRECT": "0", "DEUZ_SECURE_COOKIES": "0",
+}
 
 
 def clean_env(**overrides: str) -> dict[str, str]:

@@ -24,6 +24,16 @@ print(json.dumps({
     "CHANNEL_BACKEND": settings.CHANNEL_LAYERS["default"]["BACKEND"],
     "CHANNEL_CONFIG": settings.CHANNEL_LAYERS["default"].get("CONFIG"),
     "DATABASE": {k: v for k, v in settings.DATABASES["default"].items() if k != "PASSWORD"},
+    "CSRF_TRUSTED_ORIGINS": settings.CSRF_TRUSTED_ORIGINS,
+    "SECURE_PROXY_SSL_HEADER": settings.SECURE_PROXY_SSL_HEADER,
+    "SECURE_SSL_REDIRECT": settings.SECURE_SSL_REDIRECT,
+    "SESSION_COOKIE_SECURE": settings.SESSION_COOKIE_SECURE,
+    "CSRF_COOKIE_SECURE": settings.CSRF_COOKIE_SECURE,
+    "SECURE_HSTS_SECONDS": settings.SECURE_HSTS_SECONDS,
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": settings.SECURE_HSTS_INCLUDE_SUBDOMAINS,
+    "SECURE_HSTS_PRELOAD": settings.SECURE_HSTS_PRELOAD,
+    "CSP_ENFORCED": bool(settings.SECURE_CSP),
+    "CSP_REPORT_ONLY": bool(settings.SECURE_CSP_REPORT_ONLY),
 }, default=str))
 """
 
@@ -169,3 +179,111 @@ def test_a_real_demo_model_needs_its_api_key(run_python):
 def test_an_unknown_demo_model_provider_is_rejected(run_python):
     result = run_python(SHOW_SETTINGS, DEUZ_DEMO_MODEL="mystery:model")
     assert result.returncode != 0 and "DEUZ_DEMO_MODEL" in result.stderr
+
+
+# Production as an operator starts it: DEBUG off and the secrets, nothing about transport security.
+BARE_PRODUCTION_ENV = {
+    key: value for key, value in PRODUCTION_ENV.items() if key not in ("DEUZ_SSL_REDIRECT", "DEUZ_SECURE_COOKIES")
+}
+
+
+def test_transport_security_is_on_by_default_without_debug(run_python):
+    loaded = load_settings(run_python, **BARE_PRODUCTION_ENV)
+    assert loaded["SECURE_SSL_REDIRECT"] is True
+    assert loaded["SESSION_COOKIE_SECURE"] is True and loaded["CSRF_COOKIE_SECURE"] is True
+    assert loaded["SECURE_HSTS_SECONDS"] == 31_536_000
+    assert loaded["SECURE_HSTS_INCLUDE_SUBDOMAINS"] is True
+    assert loaded["SECURE_HSTS_PRELOAD"] is False  # opt-in: the preload list is hard to leave
+    assert loaded["SECURE_PROXY_SSL_HEADER"] is None  # opt-in: only a proxy makes the header trustworthy
+
+
+def test_the_content_security_policy_is_enforced_without_debug(run_python):
+    loaded = load_settings(run_python, **BARE_PRODUCTION_ENV)
+    assert (loaded["CSP_ENFORCED"], loaded["CSP_REPORT_ONLY"]) == (True, False)
+
+
+def test_debug_relaxes_transport_security_for_plain_http(run_python):
+    loaded = load_settings(run_python)
+    assert loaded["SECURE_SSL_REDIRECT"] is False
+    assert loaded["SESSION_COOKIE_SECURE"] is False and loaded["CSRF_COOKIE_SECURE"] is False
+    assert loaded["SECURE_HSTS_SECONDS"] == 0
+
+
+def test_debug_reports_content_security_policy_violations_without_enforcing(run_python):
+    loaded = load_settings(run_python)
+    assert (loaded["CSP_ENFORCED"], loaded["CSP_REPORT_ONLY"]) == (False, True)
+
+
+def test_csp_report_only_can_be_chosen_in_production(run_python):
+    loaded = load_settings(run_python, **BARE_PRODUCTION_ENV, DEUZ_CSP_REPORT_ONLY="1")
+    assert (loaded["CSP_ENFORCED"], loaded["CSP_REPORT_ONLY"]) == (False, True)
+
+
+def test_transport_security_settings_are_read(run_python):
+    loaded = load_settings(
+        run_python,
+        **BARE_PRODUCTION_ENV,
+        DEUZ_SSL_REDIRECT="0",
+        DEUZ_SECURE_COOKIES="0",
+        DEUZ_HSTS_SECONDS="600",
+        DEUZ_HSTS_INCLUDE_SUBDOMAINS="0",
+    )
+    assert loaded["SECURE_SSL_REDIRECT"] is False
+    assert loaded["SESSION_COOKIE_SECURE"] is False and loaded["CSRF_COOKIE_SECURE"] is False
+    assert (loaded["SECURE_HSTS_SECONDS"], loaded["SECURE_HSTS_INCLUDE_SUBDOMAINS"]) == (600, False)
+
+
+def test_the_proxy_ssl_header_is_x_forwarded_proto_when_asked_for(run_python):
+    loaded = load_settings(run_python, DEUZ_PROXY_SSL_HEADER="1")
+    assert loaded["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]
+
+
+def test_hsts_preload_is_read(run_python):
+    loaded = load_settings(run_python, **BARE_PRODUCTION_ENV, DEUZ_HSTS_PRELOAD="1")
+    assert loaded["SECURE_HSTS_PRELOAD"] is True
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"DEUZ_HSTS_SECONDS": "600"}, {"DEUZ_HSTS_INCLUDE_SUBDOMAINS": "0"}],
+    ids=["short max-age", "without subdomains"],
+)
+def test_hsts_preload_below_the_lists_requirements_is_rejected(run_python, env):
+    result = run_python(SHOW_SETTINGS, **BARE_PRODUCTION_ENV, DEUZ_HSTS_PRELOAD="1", **env)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: DEUZ_HSTS_PRELOAD" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["DEUZ_PROXY_SSL_HEADER", "DEUZ_SSL_REDIRECT", "DEUZ_SECURE_COOKIES", "DEUZ_HSTS_INCLUDE_SUBDOMAINS",
+     "DEUZ_HSTS_PRELOAD", "DEUZ_CSP_REPORT_ONLY"],
+)
+def test_malformed_security_switches_are_rejected_naming_the_variable(run_python, name):
+    result = run_python(SHOW_SETTINGS, **{name: "sometimes"})
+    assert result.returncode != 0
+    assert f"ImproperlyConfigured: {name}" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["-1", "a year"])
+def test_a_malformed_hsts_max_age_is_rejected_naming_it(run_python, value):
+    result = run_python(SHOW_SETTINGS, DEUZ_HSTS_SECONDS=value)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: DEUZ_HSTS_SECONDS" in result.stderr
+
+
+def test_csrf_trusted_origins_is_comma_separated(run_python):
+    loaded = load_settings(run_python, CSRF_TRUSTED_ORIGINS="https://deuz.example, https://*.deuz.example:8443,")
+    assert loaded["CSRF_TRUSTED_ORIGINS"] == ["https://deuz.example", "https://*.deuz.example:8443"]
+
+
+def test_csrf_trusted_origins_defaults_to_none(run_python):
+    assert load_settings(run_python)["CSRF_TRUSTED_ORIGINS"] == []
+
+
+@pytest.mark.parametrize("origin", ["deuz.example", "https://deuz.example/", "https://deuz.example/console", "ftp://x"])
+def test_a_csrf_trusted_origin_that_is_not_an_origin_is_rejected_naming_it(run_python, origin):
+    result = run_python(SHOW_SETTINGS, CSRF_TRUSTED_ORIGINS=f"https://ok.example,{origin}")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: CSRF_TRUSTED_ORIGINS" in result.stderr
+    assert repr(origin) in result.stderr

@@ -244,7 +244,8 @@ def test_hostile_verdict_bodies_never_answer_500_nor_decide(start_suspended, rev
     assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.PENDING
 
 
-@pytest.mark.parametrize("approval_id", ["a%00b", "x" * 300, "%F0%9F%98%80", "..", "a:b"])
+# A NUL in the path answers 400 before any view (tests/test_hostile_input.py).
+@pytest.mark.parametrize("approval_id", ["x" * 300, "%F0%9F%98%80", "..", "a:b"])
 def test_odd_approval_ids_in_the_path_answer_404(start_suspended, reviewer_client, approval_id):
     request = pending_of(start_suspended("r-1"))
     response = reviewer_client.post(f"/api/runs/r-1/approvals/{approval_id}/",

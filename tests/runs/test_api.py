@@ -274,7 +274,8 @@ def test_detail_shows_the_run_and_a_people_facing_status(api_client):
             "pending_approvals", "effects", "legs", "input_messages"} <= set(body)
 
 
-@pytest.mark.parametrize("run_id", ["missing", "a%00b", "x" * 300, "%F0%9F%98%80"])
+# A NUL in the path answers 400 before any view (tests/test_hostile_input.py).
+@pytest.mark.parametrize("run_id", ["missing", "x" * 300, "%F0%9F%98%80"])
 def test_detail_of_an_unknown_run_answers_404_json(api_client, run_id):
     response = api_client.get(f"/api/runs/{run_id}/")
     assert response.status_code == 404

@@ -1,0 +1,94 @@
+"""Errors are plain pages that say why (no traceback), and JSON {"detail": ...} anywhere under /api/."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client, RequestFactory
+
+from deuz_project import views
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff(django_user_model) -> Client:
+    client = Client()
+    client.force_login(django_user_model.objects.create_user(username="sam", password="not-used", is_staff=True))
+    return client
+
+
+def assert_plain_page(response, status: int, heading: str) -> str:
+    assert response.status_code == status
+    assert response["Content-Type"].startswith("text/html")
+    html = response.content.decode()
+    assert f"<h1>{heading}</h1>" in html
+    assert 'class="brand"' in html  # the site's own layout (base.html), not Django's bare page
+    assert "Traceback" not in html and "File &quot;" not in html
+    return html
+
+
+@pytest.mark.parametrize("path", ["/api/nope/", "/api/runs/r1/nope/", "/api/", "/api/runs/r1/events/extra/"])
+def test_an_unknown_api_path_answers_json_404(client, path):
+    response = client.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": "Not found: no API endpoint or object at this path."}
+
+
+def test_an_unknown_page_answers_a_404_page_naming_the_path(client):
+    html = assert_plain_page(client.get("/no-such-page/"), 404, "Not found")
+    assert "Nothing is at <code>/no-such-page/</code>." in html
+
+
+def test_a_missing_run_answers_a_404_page_saying_why(staff):
+    html = assert_plain_page(staff.get("/runs/no-such-run/"), 404, "Not found")
+    assert "/runs/no-such-run/" in html and "Resolver404" not in html
+
+
+def test_a_page_the_user_may_not_see_answers_a_403_page_saying_why(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user(username="oscar", password="not-used"))
+    html = assert_plain_page(client.get("/runs/"), 403, "Not allowed")
+    assert "Only support staff may see runs." in html
+
+
+def test_a_request_for_an_unknown_host_answers_a_400_page(client):
+    html = assert_plain_page(client.get("/", HTTP_HOST="evil.example"), 400, "Bad request")
+    assert "evil.example" not in html  # what Django's exception said stays in the log
+
+
+def test_an_api_request_for_an_unknown_host_answers_json_400(client):
+    response = client.get("/api/runs/", HTTP_HOST="evil.example")
+    assert (response.status_code, response.json()) == (400, {"detail": "Bad request."})
+
+
+def test_a_failed_csrf_check_answers_a_403_page_saying_nothing_was_recorded(django_user_model):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(django_user_model.objects.create_superuser(username="root", password="not-used"))
+    html = assert_plain_page(browser.post("/console/r1/a1/", {"verdict": "approve"}), 403,
+                             "This form could not be accepted")
+    assert "nothing was recorded" in html
+
+
+def test_a_server_error_answers_a_500_page_without_details(client, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret-detail-of-the-bug")
+
+    monkeypatch.setattr(views, "render", broken)  # the home page's view fails
+    client.raise_request_exception = False
+    html = assert_plain_page(client.get("/"), 500, "Server error")
+    assert "secret-detail-of-the-bug" not in html and "RuntimeError" not in html
+
+
+def test_a_server_error_under_the_api_answers_json_500():
+    response = views.server_error(RequestFactory().get("/api/runs/"))
+    assert response.status_code == 500
+    assert response["Content-Type"] == "application/json"
+    assert response.content == b'{"detail": "Server error: the failure was logged."}'
+
+
+def test_a_permission_error_under_the_api_outside_drf_answers_json_403():
+    from django.core.exceptions import PermissionDenied
+
+    response = views.permission_denied(RequestFactory().get("/api/runs/"), PermissionDenied("no"))
+    assert response.status_code == 403
+    assert response["Content-Type"] == "application/json"
