@@ -75,11 +75,16 @@ class AnthropicModel(SdkModel):
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params = messages_params(request, prompt_caching=self.prompt_caching)
         params["max_tokens"] = self.max_tokens
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
         if self.tool_choice is not None and params.get("tools"):
             params["tool_choice"] = _tool_choice(self.tool_choice)
         return params
+
+    def _request_options(self) -> dict[str, Any]:
+        options = super()._request_options()
+        if self.temperature is not None:
+            # In the body itself: recent SDKs dropped the keyword, and the API still takes it for most models.
+            options["extra_body"] = {"temperature": self.temperature, **options.get("extra_body", {})}
+        return options
 
     async def _events(self, client: Any, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         import anthropic
