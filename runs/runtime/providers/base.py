@@ -148,7 +148,8 @@ class SdkModel(ABC):
             async for event in self._events(client, params):
                 yield event
         except error_types as exc:
-            _scrub(exc, [self._api_key, getattr(client, "api_key", None)])
+            # Extra header values may be credentials too (a gateway's token, say).
+            _scrub(exc, [self._api_key, getattr(client, "api_key", None), *(self.extra_headers or {}).values()])
             raise
 
     # ------------------------------------------------------------ helpers
