@@ -6,13 +6,26 @@ falls back to the default instead of failing on an empty string.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
 __all__ = [
-    "env_bool", "env_demo_model", "env_fernet_keys", "env_int", "env_list", "env_origins", "env_secret", "env_str",
+    "env_bool",
+    "env_demo_model",
+    "env_fernet_keys",
+    "env_float",
+    "env_headers",
+    "env_int",
+    "env_list",
+    "env_optional_int",
+    "env_origins",
+    "env_secret",
+    "env_str",
+    "env_url",
 ]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -111,6 +124,7 @@ def env_fernet_keys(name: str) -> list[str]:
 
 
 _PROVIDER_KEYS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+_PROVIDER_BASE_URLS = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 
 
 def env_demo_model(name: str) -> str:
@@ -123,6 +137,67 @@ def env_demo_model(name: str) -> str:
         raise ImproperlyConfigured(
             f"{name} must be 'scripted', 'anthropic:<model id>' or 'openai:<model id>'; got {value!r}."
         )
-    if not env_str(_PROVIDER_KEYS[provider]):
-        raise ImproperlyConfigured(f"{name}={value!r} needs {_PROVIDER_KEYS[provider]} to be set.")
+    # A local server (plain http://, or localhost) needs no key; runs.runtime.providers sends none to it.
+    if not env_str(_PROVIDER_KEYS[provider]) and not _is_local_url(env_str(_PROVIDER_BASE_URLS[provider])):
+        raise ImproperlyConfigured(
+            f"{name}={value!r} needs {_PROVIDER_KEYS[provider]} to be set "
+            f"(or {_PROVIDER_BASE_URLS[provider]} pointing at a local server)."
+        )
     return value
+
+
+def _is_local_url(url: str | None) -> bool:
+    if not url:
+        return False
+    parts = urlsplit(url)
+    return parts.scheme == "http" or (parts.hostname or "") in {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+
+
+def env_float(name: str, *, default: float | None, minimum: float | None = None, positive: bool = False) -> float | None:
+    """A decimal-number variable, at least ``minimum`` (or above zero when ``positive``) when given."""
+    value = env_str(name)
+    if value is None:
+        return default
+    try:
+        number = float(value.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number; got {value!r}.") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name} must be a finite number; got {value!r}.")
+    if positive and number <= 0:
+        raise ImproperlyConfigured(f"{name} must be above 0; got {value!r}.")
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}; got {value!r}.")
+    return number
+
+
+def env_optional_int(name: str, *, minimum: int | None = None) -> int | None:
+    """A whole-number variable, or None when it is unset."""
+    if env_str(name) is None:
+        return None
+    return env_int(name, default=0, minimum=minimum)
+
+
+def env_headers(name: str) -> dict[str, str]:
+    """HTTP headers as a JSON object of strings to strings, e.g. ``{"anthropic-beta": "..."}``."""
+    value = env_str(name)
+    if value is None:
+        return {}
+    try:
+        headers = json.loads(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a JSON object of header names to values; it is not JSON.") from None
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of header names to string values.")
+    return headers
+
+
+def env_url(name: str) -> str | None:
+    """An http(s) URL with a host, or None when it is unset."""
+    value = env_str(name)
+    if value is None:
+        return None
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ImproperlyConfigured(f"{name} must be an http:// or https:// URL; got {value!r}.")
+    return value.strip()

@@ -19,11 +19,15 @@ from deuz_project.env import (
     env_bool,
     env_demo_model,
     env_fernet_keys,
+    env_float,
+    env_headers,
     env_int,
     env_list,
+    env_optional_int,
     env_origins,
     env_secret,
     env_str,
+    env_url,
 )
 
 # Repository root: manage.py, templates/, the default SQLite file live here.
@@ -121,8 +125,35 @@ DEUZ_AGENTS = {
 }
 
 # The demo agents' model: "scripted" (no key needed), "anthropic:<model id>" or "openai:<model id>",
-# the latter two with ANTHROPIC_API_KEY / OPENAI_API_KEY set (OPENAI_BASE_URL for compatible servers).
+# the latter two with ANTHROPIC_API_KEY / OPENAI_API_KEY set, or a local base URL below (which needs none).
 DEUZ_DEMO_MODEL = env_demo_model("DEUZ_DEMO_MODEL")
+
+# Where Anthropic requests go (unset: api.anthropic.com), e.g. a gateway; an http:// or localhost URL needs no key.
+DEUZ_ANTHROPIC_BASE_URL = env_url("ANTHROPIC_BASE_URL")
+
+# An OpenAI-compatible server's base URL, ending in /v1 (Ollama: http://localhost:11434/v1; unset: api.openai.com).
+DEUZ_OPENAI_BASE_URL = env_url("OPENAI_BASE_URL")
+
+# Seconds one model request may take before it fails as a (transient) timeout; unset: the SDK's 600.
+DEUZ_MODEL_TIMEOUT_SECONDS = env_float("DEUZ_MODEL_TIMEOUT_SECONDS", default=None, positive=True)
+
+# The SDK's own quick retries of a failed model request (429, 5xx, connection), before the error reaches the run.
+DEUZ_MODEL_MAX_RETRIES = env_int("DEUZ_MODEL_MAX_RETRIES", default=2, minimum=0)
+
+# The model's output limit per step; unset: 8192 for Anthropic (which requires one), none sent to OpenAI.
+DEUZ_MODEL_MAX_TOKENS = env_optional_int("DEUZ_MODEL_MAX_TOKENS", minimum=1)
+
+# Sampling temperature of the demo model; unset: the provider's default.
+DEUZ_MODEL_TEMPERATURE = env_float("DEUZ_MODEL_TEMPERATURE", default=None, minimum=0)
+
+# Extra HTTP headers on every model request, a JSON object of strings (e.g. '{"anthropic-beta": "..."}').
+DEUZ_MODEL_EXTRA_HEADERS = env_headers("DEUZ_MODEL_EXTRA_HEADERS")
+
+# Anthropic prompt caching (cache_control breakpoints); off for a compatible server that rejects them.
+DEUZ_ANTHROPIC_PROMPT_CACHING = env_bool("DEUZ_ANTHROPIC_PROMPT_CACHING", default=True)
+
+# Ask OpenAI-compatible servers for the usage chunk (stream_options); off for a server that rejects it.
+DEUZ_OPENAI_STREAM_USAGE = env_bool("DEUZ_OPENAI_STREAM_USAGE", default=True)
 
 # Where checkpoints ("sessions") and stream journals ("streams") live, same shape as CHANNEL_LAYERS: alias ->
 # BACKEND and OPTIONS. Every construction goes through runs.stores.get_store(alias).

@@ -51,12 +51,34 @@ def _call(tool_name: str, **tool_input: Any) -> dict[str, Any]:
 
 
 def _scripted(policy, steps: int) -> Any:
-    """The scripted policy by default; the configured real provider when DEUZ_DEMO_MODEL names one."""
+    """The scripted policy by default; the configured real provider when DEUZ_DEMO_MODEL names one.
+
+    A model is built per leg; models of one configuration share their SDK client per event loop.
+    """
     provider, _, model_id = settings.DEUZ_DEMO_MODEL.partition(":")
+    options = {
+        "timeout": settings.DEUZ_MODEL_TIMEOUT_SECONDS,
+        "max_retries": settings.DEUZ_MODEL_MAX_RETRIES,
+        "max_tokens": settings.DEUZ_MODEL_MAX_TOKENS,
+        "temperature": settings.DEUZ_MODEL_TEMPERATURE,
+        "extra_headers": settings.DEUZ_MODEL_EXTRA_HEADERS or None,
+    }
     if provider == "anthropic":
-        return AnthropicModel(model_id, api_key=os.environ["ANTHROPIC_API_KEY"])
+        return AnthropicModel(
+            model_id,
+            api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
+            base_url=settings.DEUZ_ANTHROPIC_BASE_URL,
+            prompt_caching=settings.DEUZ_ANTHROPIC_PROMPT_CACHING,
+            **options,
+        )
     if provider == "openai":
-        return OpenAIChatModel(model_id, api_key=os.environ["OPENAI_API_KEY"], base_url=os.environ.get("OPENAI_BASE_URL"))
+        return OpenAIChatModel(
+            model_id,
+            api_key=os.environ.get("OPENAI_API_KEY") or None,
+            base_url=settings.DEUZ_OPENAI_BASE_URL,
+            include_usage=settings.DEUZ_OPENAI_STREAM_USAGE,
+            **options,
+        )
     return ScriptedModel([policy] * (steps + 1), model_id="deuz-demo-scripted", delay_ms=settings.DEUZ_DEMO_DELAY_MS)
 
 

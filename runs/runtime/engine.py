@@ -16,8 +16,8 @@ from typing import Any
 from .approvals import DENIED_BY_DEFAULT_REASON, DENIED_REASON, find_response, mint_request, settle_verdict
 from .codec import CHECKPOINT_VERSION
 from .deps import Deps
+from .errors import ModelCallError, OwnershipLostError, RunError, RunHalted, StoreUnavailableError, classify_model_error
 from .faults import FaultPoint
-from .errors import OwnershipLostError, RunHalted, StoreUnavailableError
 from .redact import redact
 from .results import GenerateTextResult, StepResult
 from .stop import StopContext
@@ -201,6 +201,8 @@ class _Leg:
         self.messages: list[Message] = list(start.messages)
         self.total: Usage = dict(start.usage)  # type: ignore[assignment]
         self.leg_usage: Usage = empty_usage()
+        # The usage of the step in flight, not yet accounted: an abort or a model error still reports it.
+        self.unaccounted: Usage | None = None
         self.steps: list[StepResult] = []
         self.responses = tuple(options.approval_responses or ())
         self.stop_conditions = _stop_conditions(options.stop_when)
@@ -214,6 +216,8 @@ class _Leg:
         try:
             return await self._abortable(self._run_steps(checkpoint))
         except _Aborted:
+            if self.unaccounted is not None:
+                self._account(self.unaccounted)
             return self._finish("aborted")
 
     async def _run_steps(self, checkpoint: AgentCheckpoint | None) -> GenerateTextResult:
@@ -259,17 +263,18 @@ class _Leg:
     async def _step(self, step: int) -> GenerateTextResult | None:
         model, tools, system = await self._prepare(step)
         self.emit({"type": "step-start", "step_index": step})
-        text, calls, usage = await self._call_model(step, model, tools, system)
+        text, calls, usage, step_reason = await self._call_model(step, model, tools, system)
         content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
         content += [{"type": "tool_call", **call} for call in calls]
         self.messages = [*self.messages, {"role": "assistant", "content": content}]
         if not calls:
-            self._close_step(step, text, [], [], usage)
+            self._close_step(step, text, [], [], usage, step_reason)
             await self._save_boundary("completed", step)
-            return self._finish("stop")
+            # A final answer cut off by the output limit or stopped by the content filter says so.
+            return self._finish(step_reason if step_reason in ("length", "content-filter") else "stop")
         await self._save("running", step)
         self.deps.fault(FaultPoint.AFTER_MODEL_DECISION)
-        return await self._tool_step(step, text, calls, usage, tools, settle=False)
+        return await self._tool_step(step, text, calls, usage, tools, settle=False, step_reason=step_reason)
 
     async def _replay_decision(self, step: int, calls: list[dict[str, Any]]) -> GenerateTextResult | None:
         """Run the tool phase of a checkpointed decision, re-emitting the decision for followers."""
@@ -279,7 +284,7 @@ class _Leg:
             self.emit({"type": "text-delta", "text": text})
         for call in calls:
             self.emit(_tool_call_part(call))
-        return await self._tool_step(step, text, calls, empty_usage(), self.tools, settle=False)
+        return await self._tool_step(step, text, calls, empty_usage(), self.tools, settle=False, step_reason="tool-calls")
 
     async def _settle(
         self, step: int, calls: list[dict[str, Any]], checkpoint: AgentCheckpoint | None
@@ -303,6 +308,7 @@ class _Leg:
         *,
         settle: bool,
         pending: dict[str, ToolApprovalRequest] | None = None,
+        step_reason: str = "tool-calls",
     ) -> GenerateTextResult | None:
         phase = await self._tool_phase(step, calls, tools, settle=settle, pending=pending or {})
         for extra in phase.usage:
@@ -320,16 +326,17 @@ class _Leg:
         if settle:
             self._account(usage)
         else:
-            self._close_step(step, text, calls, phase.results, usage)
+            self._close_step(step, text, calls, phase.results, usage, step_reason)
         await self._save_boundary("running", step)
         return None
 
-    def _close_step(self, step: int, text: str, calls: list, results: list, usage: Usage) -> None:
+    def _close_step(self, step: int, text: str, calls: list, results: list, usage: Usage, finish_reason: str) -> None:
         self._account(usage)
-        self.steps.append(StepResult(step, text, calls, results, usage))
-        self.emit({"type": "step-finish", "step_index": step, "usage": usage})
+        self.steps.append(StepResult(step, text, calls, results, usage, finish_reason))
+        self.emit({"type": "step-finish", "step_index": step, "usage": usage, "finish_reason": finish_reason})
 
     def _account(self, usage: Usage) -> None:
+        self.unaccounted = None
         self.total = add_usage(self.total, usage)
         self.leg_usage = add_usage(self.leg_usage, usage)
 
@@ -348,28 +355,51 @@ class _Leg:
 
     async def _call_model(
         self, step: int, model: Any, tools: dict[str, Tool], system: str | None
-    ) -> tuple[str, list[dict[str, Any]], Usage]:
+    ) -> tuple[str, list[dict[str, Any]], Usage, str]:
+        """One model call: its text, tool calls, usage and step finish reason (see ``STEP_FINISH_REASONS``)."""
         request = {"messages": self.messages, "tools": [spec.spec() for spec in tools.values()], "system": system}
+        pricing = getattr(model, "pricing", None)
         chunks: list[str] = []
         calls: list[dict[str, Any]] = []
         usage: Usage = empty_usage()
-        async for event in model.stream(request):
-            kind = event.get("type")
-            if kind == "text-delta":
-                chunks.append(event["text"])
-                self.emit({"type": "text-delta", "text": event["text"]})
-                self.deps.fault(FaultPoint.MID_STREAM)
-            elif kind == "tool-call":
-                call = {
-                    "tool_call_id": event["tool_call_id"],
-                    "tool_name": event["tool_name"],
-                    "input": event.get("input") or {},
-                }
-                calls.append(call)
-                self.emit(_tool_call_part(call))
-            elif kind == "finish":
-                usage = normalize_usage(event.get("usage"), pricing=getattr(model, "pricing", None))
-        return "".join(chunks), calls, usage
+        reason: str | None = None
+        self.unaccounted = usage
+        events = model.stream(request).__aiter__()
+        try:
+            while True:
+                try:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except ModelCallError as error:
+                    error.usage = add_usage(self.leg_usage, self.unaccounted or empty_usage())
+                    raise
+                except (RunError, asyncio.CancelledError):
+                    raise
+                except Exception as exc:  # a provider's failure, classified for the caller's retry policy
+                    error = classify_model_error(exc, secrets=self.deps.secrets)
+                    error.usage = add_usage(self.leg_usage, self.unaccounted or empty_usage())
+                    raise error from exc
+                kind = event.get("type")
+                if kind == "text-delta":
+                    chunks.append(event["text"])
+                    self.emit({"type": "text-delta", "text": event["text"]})
+                    self.deps.fault(FaultPoint.MID_STREAM)
+                elif kind == "tool-call":
+                    call = _model_tool_call(event)
+                    calls.append(call)
+                    self.emit(_tool_call_part(call))
+                elif kind == "usage":
+                    self.unaccounted = normalize_usage(event.get("usage"), pricing=pricing)
+                elif kind == "finish":
+                    usage = normalize_usage(event.get("usage"), pricing=pricing)
+                    self.unaccounted = usage
+                    reason = event.get("finish_reason")
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()  # a step left early (an abort, a fault) closes the provider's request
+        return "".join(chunks), calls, usage, _step_reason(reason, has_calls=bool(calls))
 
     # ------------------------------------------------------------ tool phase
 
@@ -387,7 +417,10 @@ class _Leg:
         for outcome in outcomes:
             call = outcome.call
             spec = tools.get(call["tool_name"])
-            if spec is None:
+            if call.get("input_error"):
+                # The model's input was cut off or malformed: nothing runs, and the model reads why.
+                outcome.result = _result(call, call["input_error"], is_error=True)
+            elif spec is None:
                 outcome.result = _result(call, f"Unknown tool: {call['tool_name']!r}.", is_error=True)
             elif settle:
                 await self._settle_call(outcome, spec, pending.get(call["tool_call_id"]))
@@ -603,7 +636,39 @@ class _Leg:
 
 
 def _tool_call_part(call: Mapping[str, Any]) -> StreamPart:
-    return {"type": "tool-call", "tool_call_id": call["tool_call_id"], "tool_name": call["tool_name"], "input": call["input"]}
+    part = {"type": "tool-call", "tool_call_id": call["tool_call_id"], "tool_name": call["tool_name"], "input": call["input"]}
+    if call.get("input_error"):
+        part["input_error"] = call["input_error"]
+    return part
+
+
+def _model_tool_call(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A model's tool-call event as a history tool call; an unusable input is kept as ``input_error``."""
+    call = {"tool_call_id": event["tool_call_id"], "tool_name": event["tool_name"], "input": event.get("input") or {}}
+    if not isinstance(call["input"], dict):
+        call["input"], call["input_error"] = {}, _not_an_object(call["input"])
+    if event.get("input_error"):
+        call["input_error"] = str(event["input_error"])
+    return call
+
+
+def _not_an_object(value: Any) -> str:
+    return (
+        f"The tool call's input is not a JSON object (got {type(value).__name__}); the tool was not run. "
+        "Call it again with an object of the named arguments."
+    )
+
+
+_STEP_REASONS = frozenset({"stop", "tool-calls", "length", "content-filter", "other"})
+
+
+def _step_reason(reason: Any, *, has_calls: bool) -> str:
+    """The model's own finish reason, or one inferred from the calls (some servers say ``stop`` with calls)."""
+    if reason not in _STEP_REASONS:
+        reason = None
+    if reason in (None, "stop", "tool-calls"):
+        return "tool-calls" if has_calls else "stop"
+    return reason
 
 
 def _tool_result_part(result: Mapping[str, Any]) -> StreamPart:

@@ -7,18 +7,28 @@ RunError
   OwnershipLostError
   RunHalted
   ScriptExhaustedError
+  ModelCallError
 """
 
 from __future__ import annotations
 
+import email.utils
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .redact import redact
+
 __all__ = [
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
+    "ModelCallError",
     "OwnershipLostError",
     "RunError",
     "RunHalted",
     "ScriptExhaustedError",
     "StoreUnavailableError",
+    "classify_model_error",
 ]
 
 
@@ -57,3 +67,172 @@ class RunHalted(RunError):
 
 class ScriptExhaustedError(RunError):
     """A ScriptedModel was called more times than it has responses."""
+
+
+class ModelCallError(RunError):
+    """A model call failed, classified so a worker can tell a retry from a dead end.
+
+    ``is_transient`` is true for rate limits, overloads, other 5xx answers, timeouts, dropped connections and
+    streams cut mid-step (a later leg may succeed); false for authentication, permission and bad-request
+    errors (retrying cannot help). ``retry_after_ms`` is the provider's own ``retry-after-ms`` /
+    ``retry-after`` hint when it sent one. ``reason`` is one word of why: ``rate-limit``, ``overloaded``,
+    ``server``, ``timeout``, ``connection``, ``stream-cut``, ``auth``, ``bad-request`` or ``other``.
+    ``error_name`` is the class name of the provider's error (``RateLimitError``, ...), also ``__cause__``.
+    ``usage`` is what the leg had consumed, failed step included as far as it was reported.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error_name: str,
+        is_transient: bool,
+        reason: str = "other",
+        status_code: int | None = None,
+        retry_after_ms: int | None = None,
+    ) -> None:
+        super().__init__(f"{error_name}: {message}" if message else error_name)
+        self.message = message
+        self.error_name = error_name
+        self.is_transient = is_transient
+        self.reason = reason
+        self.status_code = status_code
+        self.retry_after_ms = retry_after_ms
+        self.usage: Mapping[str, Any] | None = None
+
+
+# Error types in the providers' bodies (Anthropic ``error.type``, OpenAI ``error.type`` / ``error.code``).
+_TRANSIENT_BODY_TYPES = {
+    "overloaded_error": "overloaded",
+    "rate_limit_error": "rate-limit",
+    "rate_limit_exceeded": "rate-limit",
+    "api_error": "server",
+    "server_error": "server",
+    "timeout_error": "timeout",
+    "service_unavailable": "overloaded",
+}
+_PERMANENT_BODY_TYPES = {
+    "authentication_error": "auth",
+    "invalid_api_key": "auth",
+    "permission_error": "auth",
+    "invalid_request_error": "bad-request",
+    "not_found_error": "bad-request",
+    "request_too_large": "bad-request",
+    "billing_error": "auth",
+}
+# Class names of transport failures (httpx2, httpx, httpcore, aiohttp, the standard library), matched by name
+# so the pure runtime imports no HTTP library.
+_TIMEOUT_NAMES = {"APITimeoutError", "TimeoutException", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "TimeoutError"}
+_CONNECTION_NAMES = {
+    "APIConnectionError",
+    "TransportError",
+    "NetworkError",
+    "ReadError",
+    "WriteError",
+    "ConnectError",
+    "CloseError",
+    "RemoteProtocolError",
+    "ProtocolError",
+    "IncompleteRead",
+    "ConnectionError",
+}
+
+
+def classify_model_error(exc: BaseException, *, secrets: Iterable[str] = ()) -> ModelCallError:
+    """The ModelCallError for whatever a model's ``stream`` raised; the message is redacted of secrets."""
+    if isinstance(exc, ModelCallError):
+        return exc
+    name = type(exc).__name__
+    message = redact(str(getattr(exc, "message", None) or exc or ""), secrets)
+    status_code = getattr(exc, "status_code", None)
+    status_code = status_code if isinstance(status_code, int) else None
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    retry_after_ms = _retry_after_ms(headers)
+    is_transient, reason = _classify(exc, status_code, _body_type(getattr(exc, "body", None)))
+    should_retry = _header(headers, "x-should-retry")
+    if should_retry in ("true", "false"):  # the provider says so explicitly; the SDKs obey it too
+        is_transient = should_retry == "true"
+    return ModelCallError(
+        message,
+        error_name=name,
+        is_transient=is_transient,
+        reason=reason,
+        status_code=status_code if status_code and status_code >= 400 else None,
+        retry_after_ms=retry_after_ms,
+    )
+
+
+def _classify(exc: BaseException, status_code: int | None, body_type: str | None) -> tuple[bool, str]:
+    names = {klass.__name__ for klass in type(exc).__mro__}
+    if getattr(exc, "is_stream_cut", False):  # set by the providers on a response that broke off mid-stream
+        return True, "stream-cut"
+    if status_code is not None and status_code >= 400:
+        if status_code in (401, 403):
+            return False, "auth"
+        if status_code == 429:
+            return True, "rate-limit"
+        if status_code in (503, 529):
+            return True, "overloaded"
+        if status_code in (408, 504):
+            return True, "timeout"
+        if status_code == 409:  # a lock timeout; the SDKs retry it as well
+            return True, "server"
+        if status_code >= 500:
+            return True, "server"
+        return False, "bad-request"
+    # No HTTP error status: an error event inside a 200 stream, or no answer at all.
+    if body_type in _TRANSIENT_BODY_TYPES:
+        return True, _TRANSIENT_BODY_TYPES[body_type]
+    if body_type in _PERMANENT_BODY_TYPES:
+        return False, _PERMANENT_BODY_TYPES[body_type]
+    if names & _TIMEOUT_NAMES or isinstance(exc, TimeoutError):
+        return True, "timeout"
+    if names & _CONNECTION_NAMES or isinstance(exc, (ConnectionError, EOFError)):
+        return True, "connection"
+    if body_type is not None or names & {"APIError", "APIStatusError"}:
+        # The provider answered with an error mid-stream whose type says nothing more: its failure, not ours.
+        return True, "server"
+    return False, "other"
+
+
+def _body_type(body: Any) -> str | None:
+    """The error's code or type in an API error body, Anthropic's and OpenAI's shapes both."""
+    if not isinstance(body, Mapping):
+        return None
+    error = body["error"] if isinstance(body.get("error"), Mapping) else body
+    found = [value for value in (error.get("code"), error.get("type")) if isinstance(value, str) and value not in ("", "error")]
+    for value in found:
+        if value in _TRANSIENT_BODY_TYPES or value in _PERMANENT_BODY_TYPES:
+            return value
+    return found[0] if found else None
+
+
+def _header(headers: Any, name: str) -> str | None:
+    if headers is None:
+        return None
+    try:
+        value = headers.get(name)
+    except Exception:  # not a mapping after all
+        return None
+    return value.strip().lower() if isinstance(value, str) else None
+
+
+def _retry_after_ms(headers: Any) -> int | None:
+    """The wait a provider asked for: ``retry-after-ms``, else ``retry-after`` in seconds or as an HTTP date."""
+    value = _header(headers, "retry-after-ms")
+    if value:
+        try:
+            return max(0, round(float(value)))
+        except ValueError:
+            pass
+    value = _header(headers, "retry-after")
+    if not value:
+        return None
+    try:
+        return max(0, round(float(value) * 1000))
+    except ValueError:
+        pass
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    return max(0, round((email.utils.mktime_tz(parsed) - time.time()) * 1000))

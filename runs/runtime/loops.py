@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from .engine import CallOptions, LegStart, run_leg
-from .errors import CheckpointCorruptError, CheckpointNotFoundError, RunError, StoreUnavailableError
+from .errors import CheckpointCorruptError, CheckpointNotFoundError, ModelCallError, RunError, StoreUnavailableError
 from .redact import redact
 from .results import GenerateTextResult, StreamChatResult
 from .stores import SessionStore, resolve
@@ -92,8 +92,24 @@ async def load_checkpoint(store: SessionStore, run_id: str) -> AgentCheckpoint:
 
 
 def error_part(exc: BaseException, secrets: Iterable[str] = ()) -> StreamPart:
-    """An ``error`` stream part; the message is redacted of secrets."""
-    return {"type": "error", "error": {"name": type(exc).__name__, "message": redact(str(exc), secrets)}}
+    """An ``error`` stream part; the message is redacted of secrets.
+
+    ``retryable`` says whether a later leg may succeed (a transient model error, an unreachable store) and
+    ``retry_after_ms`` is the provider's requested wait, when it named one.
+    """
+    if isinstance(exc, ModelCallError):
+        return {
+            "type": "error",
+            "error": {"name": exc.error_name, "message": redact(exc.message, secrets)},
+            "retryable": exc.is_transient,
+            "retry_after_ms": exc.retry_after_ms,
+        }
+    return {
+        "type": "error",
+        "error": {"name": type(exc).__name__, "message": redact(str(exc), secrets)},
+        "retryable": isinstance(exc, StoreUnavailableError),
+        "retry_after_ms": None,
+    }
 
 
 async def emitting_errors(emit: Callable[[StreamPart], None], call: CallOptions, leg: Any) -> GenerateTextResult:

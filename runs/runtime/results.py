@@ -19,6 +19,8 @@ class StepResult:
     tool_calls: list[dict[str, Any]]
     tool_results: list[dict[str, Any]]
     usage: Usage
+    #: Why the model call ended: ``stop``, ``tool-calls``, ``length``, ``content-filter`` or ``other``.
+    finish_reason: str = "stop"
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,21 @@ class _Outcome:
 
     async def _resolve(self) -> Any:
         return self._pick(await self._owner._finished())
+
+
+class _Failure:
+    """An awaitable of the call's exception (None when it succeeded), awaitable any number of times."""
+
+    def __init__(self, owner: StreamChatResult) -> None:
+        self._owner = owner
+
+    def __await__(self) -> Generator[Any, None, BaseException | None]:
+        return self._resolve().__await__()
+
+    async def _resolve(self) -> BaseException | None:
+        self._owner._start()
+        await self._owner._wait_done()
+        return self._owner._error
 
 
 class _PartReader:
@@ -93,6 +110,9 @@ class StreamChatResult:
         self.finish_reason = _Outcome(self, lambda result: result.finish_reason)
         self.pending_approvals = _Outcome(self, lambda result: result.pending_approvals)
         self.result = _Outcome(self, lambda result: result)
+        #: Awaitable: the exception the call failed with (a ``ModelCallError`` for a model's failure, with
+        #: ``is_transient`` and ``retry_after_ms``), or None when it ended normally. Never raises.
+        self.error = _Failure(self)
         try:
             asyncio.get_running_loop()
         except RuntimeError:

@@ -21,8 +21,9 @@ _CHUNK = re.compile(r"\S+\s*|\s+")
 class ScriptedModel:
     """Answers each request with the next scripted response; text streams as several deltas.
 
-    A response is ``{"content": [parts], "usage": {...}}`` or a callable ``request -> response``.
-    Parts are ``{"type": "text", "text"}`` and ``{"type": "tool_call", "tool_name", "input", "tool_call_id"?}``.
+    A response is ``{"content": [parts], "usage": {...}, "finish_reason"?}`` or a callable ``request -> response``.
+    Parts are ``{"type": "text", "text"}`` and ``{"type": "tool_call", "tool_name", "input", "tool_call_id"?,
+    "input_error"?}``.
     """
 
     def __init__(
@@ -62,13 +63,19 @@ class ScriptedModel:
                         await asyncio.sleep(self.delay_ms / 1000)
                     yield {"type": "text-delta", "text": chunk}
             elif part["type"] == "tool_call":
-                yield {
+                event = {
                     "type": "tool-call",
                     "tool_call_id": part.get("tool_call_id") or f"call_{uuid.uuid4().hex[:16]}",
                     "tool_name": part["tool_name"],
                     "input": dict(part.get("input") or {}),
                 }
+                if part.get("input_error"):  # a cut-off or malformed input, as a provider reports it
+                    event["input_error"] = part["input_error"]
+                yield event
             else:
                 raise ValueError(f"ScriptedModel cannot emit a {part['type']!r} part.")
         usage = dict(response.get("usage") or {"input_tokens": 0, "output_tokens": 0})
-        yield {"type": "finish", "usage": usage}
+        finish: dict[str, Any] = {"type": "finish", "usage": usage}
+        if response.get("finish_reason"):  # e.g. "length": a scripted answer cut off at the output limit
+            finish["finish_reason"] = response["finish_reason"]
+        yield finish

@@ -7,6 +7,8 @@ from typing import Any, Literal, NotRequired, TypedDict
 __all__ = [
     "AgentCheckpoint",
     "CLIENT_TOOL_NO_RESULT",
+    "FINISH_REASONS",
+    "STEP_FINISH_REASONS",
     "Message",
     "Part",
     "StreamPart",
@@ -20,9 +22,11 @@ CLIENT_TOOL_NO_RESULT = "No result provided for this client tool."
 
 
 class Usage(TypedDict):
-    input_tokens: int
+    input_tokens: int  # every prompt token, cached ones included
     output_tokens: int
     total_tokens: int
+    cache_read_tokens: NotRequired[int]  # of input_tokens, read from the provider's prompt cache
+    cache_write_tokens: NotRequired[int]  # of input_tokens, written to it
     cost: NotRequired[float]
 
 
@@ -34,6 +38,7 @@ class Part(TypedDict, total=False):
     tool_call_id: str
     tool_name: str
     input: dict[str, Any]
+    input_error: str  # tool_call only: why the model's input could not be used (cut off, not JSON)
     output: Any
     is_error: bool
 
@@ -72,6 +77,13 @@ class AgentCheckpoint(TypedDict):
     agent_path: NotRequired[list[str]]
     created_at: int
 
+
+#: Why one model call (a step) ended: final text, tool calls, the output limit, the provider's content filter
+#: (a refusal), or something else the provider named.
+STEP_FINISH_REASONS = ("stop", "tool-calls", "length", "content-filter", "other")
+
+#: Why a call (one leg) ended; ``length`` and ``content-filter`` are a last step's own reason passed on.
+FINISH_REASONS = ("stop", "length", "content-filter", "suspended", "stop-condition", "max-steps", "aborted", "error")
 
 #: Stream parts are dicts with a kebab-case ``type`` (start, step-start, text-delta, ...).
 StreamPart = dict[str, Any]

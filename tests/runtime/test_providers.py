@@ -83,6 +83,8 @@ def openai_client(api: FakeAPI, *, max_retries: int = 0) -> openai.AsyncOpenAI:
 
 
 def claude(api: FakeAPI, **options: Any) -> AnthropicModel:
+    # These tests read the message mapping; prompt caching's markers have their own tests (test_provider_http).
+    options.setdefault("prompt_caching", False)
     return AnthropicModel("claude-sonnet-4-6", client=anthropic_client(api), **options)
 
 
@@ -95,7 +97,8 @@ def request(*messages: dict[str, Any], system: str | None = None, tools: list[di
 
 
 async def events_of(model: Any, req: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    return [event async for event in model.stream(req or request())]
+    """The model's events, without the running ``usage`` events (test_provider_http covers those)."""
+    return [event async for event in model.stream(req or request()) if event["type"] != "usage"]
 
 
 WEATHER_SPEC = {
@@ -140,7 +143,7 @@ async def test_anthropic_text_streams_as_deltas_then_finish_with_start_input_and
         {"type": "text-delta", "text": "Hello"},
         {"type": "text-delta", "text": "! How can I"},
         {"type": "text-delta", "text": " help you today?"},
-        {"type": "finish", "usage": {"input_tokens": 25, "output_tokens": 12}},
+        {"type": "finish", "usage": {"input_tokens": 25, "output_tokens": 12}, "finish_reason": "stop"},
     ]
 
 
@@ -156,7 +159,7 @@ async def test_anthropic_tool_use_blocks_become_tool_calls_with_their_streamed_j
             "input": {"city": "Paris", "unit": "celsius"},
         },
         {"type": "tool-call", "tool_call_id": "toolu_01VqG2jCdyjoB9HMTFnCKeo2", "tool_name": "get_time", "input": {"timezone": "Asia/Tokyo"}},
-        {"type": "finish", "usage": {"input_tokens": 472, "output_tokens": 89}},
+        {"type": "finish", "usage": {"input_tokens": 472, "output_tokens": 89}, "finish_reason": "tool-calls"},
     ]
 
 
@@ -181,7 +184,8 @@ async def test_anthropic_error_event_mid_stream_raises_after_the_text_so_far():
     seen = []
     with pytest.raises(anthropic.APIStatusError, match="overloaded_error"):
         async for event in model.stream(request()):
-            seen.append(event)
+            if event["type"] != "usage":
+                seen.append(event)
     assert seen == [{"type": "text-delta", "text": "Hello"}]
 
 
@@ -450,7 +454,7 @@ async def test_openai_text_streams_as_deltas_then_finish_with_usage_from_the_las
         {"type": "text-delta", "text": "Hello"},
         {"type": "text-delta", "text": "! How can I"},
         {"type": "text-delta", "text": " help you today?"},
-        {"type": "finish", "usage": {"input_tokens": 19, "output_tokens": 10}},
+        {"type": "finish", "usage": {"input_tokens": 19, "output_tokens": 10}, "finish_reason": "stop"},
     ]
 
 
@@ -464,7 +468,7 @@ async def test_openai_tool_call_deltas_are_assembled_by_index_into_tool_calls():
             "input": {"city": "Paris", "unit": "celsius"},
         },
         {"type": "tool-call", "tool_call_id": "call_mVbv3BGkNvyj7qL8zWQkvgKR", "tool_name": "get_time", "input": {"timezone": "Asia/Tokyo"}},
-        {"type": "finish", "usage": {"input_tokens": 142, "output_tokens": 52}},
+        {"type": "finish", "usage": {"input_tokens": 142, "output_tokens": 52}, "finish_reason": "tool-calls"},
     ]
 
 

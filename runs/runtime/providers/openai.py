@@ -1,7 +1,13 @@
 """OpenAIChatModel: OpenAI Chat Completions, streamed, as a runtime model.
 
-Works with any OpenAI-compatible server through ``base_url``. The system prompt and any ``system`` messages
-become one leading ``system`` message; each tool result becomes its own ``tool`` message.
+Works with any OpenAI-compatible server through ``base_url`` (which ends in ``/v1``: vLLM, llama.cpp,
+Ollama, LM Studio). The system prompt and any ``system`` messages become one leading ``system`` message;
+each tool result becomes its own ``tool`` message, an error one prefixed ``Error: `` so the model can tell.
+
+The stream is read defensively, since compatible servers differ from OpenAI's own: a tool call delta with a
+new id starts a new call even on an index already used (Ollama numbers parallel calls 0, 0, ...), one with
+no index continues the latest call, a stream with no usage chunk reports zero usage, and
+``include_usage=False`` drops ``stream_options`` for servers that reject it.
 """
 
 from __future__ import annotations
@@ -10,25 +16,53 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..model import ModelRequest
+from .base import SdkModel, _base64, _output_text, _plain_text, parse_tool_input
 
-from .base import SdkModel, _base64, _output_text, _plain_text
+__all__ = ["TOOL_ERROR_PREFIX", "OpenAIChatModel", "chat_params", "create_openai"]
 
-__all__ = ["OpenAIChatModel", "create_openai"]
+#: What an ``is_error`` tool result's content starts with: Chat Completions has no error flag of its own.
+TOOL_ERROR_PREFIX = "Error: "
+
+# OpenAI's finish_reason -> the runtime's step finish reason.
+_FINISH_REASONS = {
+    "stop": "stop",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "length": "length",
+    "content_filter": "content-filter",
+}
 
 
 class OpenAIChatModel(SdkModel):
     """A chat model behind ``client.chat.completions.create(..., stream=True)``.
 
-    Pass ``client`` (an ``openai.AsyncOpenAI``) to configure retries, timeouts or transport yourself;
-    otherwise the model builds one from ``api_key`` (default: ``OPENAI_API_KEY``) and ``base_url``.
+    Takes the options of ``SdkModel`` (``api_key`` defaults to ``OPENAI_API_KEY``, ``base_url`` to
+    ``OPENAI_BASE_URL``; ``max_tokens`` is sent only when set, as ``max_completion_tokens`` to OpenAI and
+    ``max_tokens`` to other servers), plus ``include_usage`` (default on: ask for the usage chunk).
     """
 
-    def _build_client(self, *, api_key: str | None, base_url: str | None) -> Any:
+    api_key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+
+    def __init__(self, model_id: str, *, include_usage: bool = True, **options: Any) -> None:
+        super().__init__(model_id, **options)
+        self.include_usage = bool(include_usage)
+
+    def _build_client(self, **kwargs: Any) -> Any:
         import openai
 
-        return openai.AsyncOpenAI(api_key=api_key, base_url=base_url)
+        if self.is_keyless and not kwargs.get("api_key"):
+            # The SDK refuses to build a client without a key; no request carries this one (see _omit).
+            kwargs["api_key"] = "no-key-for-a-local-server"
+        return openai.AsyncOpenAI(**kwargs)
+
+    def _omit(self) -> Any:
+        import openai
+
+        return openai.Omit()
 
     def _sdk_errors(self) -> type[BaseException]:
         import openai
@@ -36,40 +70,72 @@ class OpenAIChatModel(SdkModel):
         return openai.OpenAIError
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
-        return chat_params(request)
+        params = chat_params(request)
+        if self.include_usage:
+            params["stream_options"] = {"include_usage": True}
+        if self.max_tokens is not None:
+            params[self._max_tokens_param()] = self.max_tokens
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self.tool_choice is not None and params.get("tools"):
+            params["tool_choice"] = _tool_choice(self.tool_choice)
+        return params
+
+    def _max_tokens_param(self) -> str:
+        # OpenAI deprecated max_tokens (its reasoning models reject it); compatible servers know max_tokens.
+        host = urlsplit(self.base_url or "https://api.openai.com/v1").hostname or ""
+        return "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
 
     async def _events(self, client: Any, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-        usage = {"input_tokens": 0, "output_tokens": 0}
-        calls: dict[int, dict[str, Any]] = {}  # tool call index -> id, name, argument pieces
-        stream = await client.chat.completions.create(
-            model=self.model_id, stream=True, stream_options={"include_usage": True}, **params
-        )
-        async with stream:
-            async for chunk in stream:
-                if chunk.usage is not None:  # the last chunk, with empty choices
-                    usage = {
-                        "input_tokens": chunk.usage.prompt_tokens or 0,
-                        "output_tokens": chunk.usage.completion_tokens or 0,
-                    }
-                for choice in chunk.choices or ():
-                    if choice.index != 0:
-                        continue
-                    delta = choice.delta
-                    if delta.content:
-                        yield {"type": "text-delta", "text": delta.content}
-                    for piece in delta.tool_calls or ():
-                        call = calls.setdefault(piece.index, {"id": None, "name": "", "arguments": []})
-                        if piece.id:
-                            call["id"] = piece.id
-                        if piece.function is not None:
-                            # The name arrives whole in the call's first delta; the arguments in pieces.
-                            if piece.function.name and not call["name"]:
-                                call["name"] = piece.function.name
-                            if piece.function.arguments:
-                                call["arguments"].append(piece.function.arguments)
-        for index in sorted(calls):
-            yield _tool_call(calls[index])
-        yield {"type": "finish", "usage": usage}
+        usage: dict[str, int] = {"input_tokens": 0, "output_tokens": 0}
+        calls = _ToolCalls()
+        finish_reason: str | None = None
+        refused = False
+        import openai
+
+        stream = await client.chat.completions.create(model=self.model_id, stream=True, **params, **self._request_options())
+        try:
+            async with stream:
+                async for chunk in stream:
+                    if getattr(chunk, "usage", None) is not None:  # the last chunk (or, on some servers, every one)
+                        usage = _usage(chunk.usage)
+                        yield {"type": "usage", "usage": usage}
+                    for choice in chunk.choices or ():
+                        if choice.index not in (0, None):
+                            continue
+                        finish_reason = choice.finish_reason or finish_reason
+                        delta = choice.delta
+                        if delta is None:
+                            continue
+                        if delta.content:
+                            yield {"type": "text-delta", "text": delta.content}
+                        refusal = getattr(delta, "refusal", None)
+                        if refusal:
+                            refused = True
+                            yield {"type": "text-delta", "text": refusal}
+                        for piece in delta.tool_calls or ():
+                            calls.add(piece)
+        except openai.APIConnectionError as exc:
+            if not isinstance(exc, openai.APITimeoutError):
+                exc.is_stream_cut = True  # the SDK's error for a broken body; classify_model_error reads this
+            raise
+        step_reason = "content-filter" if refused else _FINISH_REASONS.get(finish_reason or "", "other" if finish_reason else None)
+        cut_off = finish_reason == "length"
+        for call in calls.calls:
+            yield self._tool_call(call, cut_off=cut_off and call is calls.calls[-1])
+        yield {"type": "finish", "usage": usage, "finish_reason": step_reason}
+
+    def _tool_call(self, call: Mapping[str, Any], *, cut_off: bool) -> dict[str, Any]:
+        tool_input, error = parse_tool_input("".join(call["arguments"]), cut_off=cut_off, max_tokens=self.max_tokens)
+        event = {
+            "type": "tool-call",
+            "tool_call_id": call["id"] or f"call_{uuid.uuid4().hex[:24]}",
+            "tool_name": call["name"],
+            "input": tool_input,
+        }
+        if error is not None:
+            event["input_error"] = error
+        return event
 
 
 def create_openai(api_key: str | None = None, **options: Any) -> Callable[[str], OpenAIChatModel]:
@@ -79,6 +145,64 @@ def create_openai(api_key: str | None = None, **options: Any) -> Callable[[str],
         return OpenAIChatModel(model_id, api_key=api_key, **options)
 
     return factory
+
+
+class _ToolCalls:
+    """Tool call deltas assembled into calls, in the order they started."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self._by_index: dict[Any, dict[str, Any]] = {}
+
+    def add(self, piece: Any) -> None:
+        index = getattr(piece, "index", None)
+        function = getattr(piece, "function", None)
+        name = getattr(function, "name", None) or ""
+        arguments = getattr(function, "arguments", None) or ""
+        current = self._by_index.get(index) if index is not None else (self.calls[-1] if self.calls else None)
+        if current is None or self._starts_new_call(current, piece.id, name, index):
+            current = {"id": None, "name": "", "arguments": []}
+            self.calls.append(current)
+            self._by_index[index] = current
+        if piece.id:
+            current["id"] = piece.id
+        # The name arrives whole in the call's first delta; the arguments in pieces.
+        if name and not current["name"]:
+            current["name"] = name
+        if arguments:
+            current["arguments"].append(arguments)
+
+    @staticmethod
+    def _starts_new_call(current: Mapping[str, Any], call_id: str | None, name: str, index: Any) -> bool:
+        if call_id and current["id"] and call_id != current["id"]:
+            return True  # a new id on a reused index (or on a delta with none)
+        if index is None and not call_id and name and current["name"] and _is_complete_json(current["arguments"]):
+            return True  # neither index nor id: a named delta after a finished call is the next call
+        return False
+
+
+def _is_complete_json(pieces: list[str]) -> bool:
+    try:
+        json.loads("".join(pieces))
+    except ValueError:
+        return False
+    return True
+
+
+def _usage(raw: Any) -> dict[str, int]:
+    usage = {"input_tokens": getattr(raw, "prompt_tokens", None) or 0, "output_tokens": getattr(raw, "completion_tokens", None) or 0}
+    cached = getattr(getattr(raw, "prompt_tokens_details", None), "cached_tokens", None)
+    if cached:
+        usage["cache_read_tokens"] = int(cached)  # a part of prompt_tokens, priced at the cached rate
+    return usage
+
+
+def _tool_choice(choice: str | Mapping[str, Any]) -> str | dict[str, Any]:
+    if isinstance(choice, str):
+        return choice
+    if "tool_name" in choice:
+        return {"type": "function", "function": {"name": choice["tool_name"]}}
+    return dict(choice)
 
 
 # ------------------------------------------------------------------ the request
@@ -143,7 +267,10 @@ def _assistant(content: str | Iterable[Mapping[str, Any]]) -> dict[str, Any] | N
 
 
 def _tool_message(part: Mapping[str, Any]) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": part["tool_call_id"], "content": _output_text(part.get("output"))}
+    content = _output_text(part.get("output"))
+    if part.get("is_error") and not content.startswith(TOOL_ERROR_PREFIX):
+        content = TOOL_ERROR_PREFIX + content
+    return {"role": "tool", "tool_call_id": part["tool_call_id"], "content": content}
 
 
 def _user_content(parts: list[Mapping[str, Any]]) -> str | list[dict[str, Any]]:
@@ -166,22 +293,3 @@ def _user_content(parts: list[Mapping[str, Any]]) -> str | list[dict[str, Any]]:
         else:
             raise ValueError(f"OpenAIChatModel cannot send a {kind!r} part in a user message.")
     return content
-
-
-# ----------------------------------------------------------------- the response
-
-
-def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
-    raw = "".join(call["arguments"])
-    try:
-        tool_input = json.loads(raw) if raw.strip() else {}
-    except ValueError as exc:
-        raise ValueError(f"The model streamed invalid JSON arguments for tool {call['name']!r}: {raw[:200]!r}") from exc
-    if not isinstance(tool_input, dict):
-        raise ValueError(f"The model streamed non-object arguments for tool {call['name']!r}: {raw[:200]!r}")
-    return {
-        "type": "tool-call",
-        "tool_call_id": call["id"] or f"call_{uuid.uuid4().hex[:24]}",
-        "tool_name": call["name"],
-        "input": tool_input,
-    }
