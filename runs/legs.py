@@ -43,12 +43,24 @@ from runs.runtime.redact import redact
 from runs.runtime.results import GenerateTextResult
 from runs.runtime.stores import SavedCheckpoint
 from runs.runtime.usage import empty_usage
+from runs.selectors import run_latest_checkpoint_row
 from runs.services import Claim, run_cancel_requested, run_checkpoint_mirror, run_lease_renew, run_leg_finish
 from runs.stores import get_store
 
-__all__ = ["leg_execute", "leg_secrets"]
+__all__ = ["SUSPENSION_NOT_STORED", "leg_execute", "leg_secrets"]
+
+SUSPENSION_NOT_STORED = (
+    "The run stopped for a reviewer's verdict, but its suspension could not be stored, so no request can be "
+    "decided; a person must check the run's last checkpoint and resume it (manage.py runs resume)."
+)
 
 logger = logging.getLogger("deuz.worker")
+
+
+def _suspension_is_stored(run_id: str) -> bool:
+    """True when the run's latest root checkpoint is the suspension the leg just ended with."""
+    latest = run_latest_checkpoint_row(run=Run.objects.get(run_id=run_id))
+    return latest is not None and latest.status == "suspended"
 
 
 def leg_secrets() -> tuple[str, ...]:
@@ -202,6 +214,9 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
             pass  # the journal writer reads the part log; draining keeps the producer going
         result = await stream.result
         finish_reason, usage = result.finish_reason, result.usage
+        if finish_reason == "suspended" and not await sync_to_async(_suspension_is_stored)(claim.run_id):
+            # The runtime's saves are best effort, but a review nobody can see must not look like one.
+            finish_reason, error = "needs_review", SUSPENSION_NOT_STORED
     except OwnershipLostError:
         leg.lost.set()
     except (CheckpointCorruptError, RunHalted) as exc:
