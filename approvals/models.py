@@ -23,7 +23,10 @@ class ApprovalRequest(models.Model):
         CANCELLED = "cancelled", "Cancelled with the run"
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="approval_requests")
-    revision = models.ForeignKey("runs.Checkpoint", on_delete=models.CASCADE, related_name="approval_requests")
+    # The checkpoint that asked; emptied when retention prunes the run's checkpoints (the request stays as audit).
+    revision = models.ForeignKey(
+        "runs.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="approval_requests"
+    )
     approval_id = models.CharField(max_length=200)
     tool_call_id = models.CharField(max_length=200)
     tool_name = models.CharField(max_length=200)

@@ -53,6 +53,10 @@ class Run(models.Model):
         help_text="Who cancelled the run (empty for a system or an unknown caller).",
     )
     cancelled_at = models.DateTimeField(null=True, blank=True)
+    # Retention (`runs prune`): when the run's journal, checkpoints and messages were removed, and its recovery
+    # receipt as it stood then (JSON text), so `runs export` still answers.
+    pruned_at = models.DateTimeField(null=True, blank=True)
+    pruned_receipt = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -41,7 +41,8 @@ def run_step_list(*, run: Run) -> list[RunStep]:
     seen: set[str] = set()
     for request in requests:
         steps.append(RunStep("proposed", f"Proposed: {request.tool_name}",
-                             f"at step {request.revision.step_index}, waiting for a reviewer", request.issued_at))
+                             f"at step {request.revision.step_index if request.revision else '?'}, waiting for a reviewer",
+                             request.issued_at))
         kind = verdict_kinds.get(request.status)
         if kind is not None:
             who = request.decided_by.get_username() if request.decided_by else "the system"
