@@ -33,15 +33,15 @@ class Command(BaseCommand):
         parser.add_argument("--logs", help="Folder for the processes' logs (default: a new temporary folder).")
 
     def handle(self, *args, **options):
-        if connection.vendor != "postgresql":
-            raise CommandError(f"The load test needs PostgreSQL (DATABASE_URL); this database is {connection.vendor}.")
-        if not settings.REDIS_URL:
-            raise CommandError("The load test needs Redis for the Channels layer (REDIS_URL).")
         for name in ("runs", "workers", "concurrency"):
             if options[name] < 1:
                 raise CommandError(f"--{name} must be at least 1.")
         if options["followers"] < 0 or options["followers"] > options["runs"]:
             raise CommandError("--followers must be between 0 and --runs.")
+        if connection.vendor != "postgresql":
+            raise CommandError(f"The load test needs PostgreSQL (DATABASE_URL); this database is {connection.vendor}.")
+        if not settings.REDIS_URL:
+            raise CommandError("The load test needs Redis for the Channels layer (REDIS_URL).")
         params = connection.settings_dict
         password = f":{params['PASSWORD']}" if params.get("PASSWORD") else ""
         config = LoadConfig(
