@@ -34,24 +34,23 @@ FOLLOW_FAILED = {Run.Status.FAILED, Run.Status.NEEDS_REVIEW}
 TIMEOUT_EXIT_CODE = 124
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+def _whole_number(minimum: int, *, unit: str = ""):
+    """An argparse type: a whole number of at least ``minimum``, with a message naming the problem."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid whole number{unit and ' of ' + unit}: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more{unit and ' ' + unit}")
+        return value
+
+    return parse
 
 
-def _days(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid whole number of days: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more days")
-    return value
+_positive_int = _whole_number(1)
+_days = _whole_number(0, unit="days")
 
 
 def _positive_float(text: str) -> float:
