@@ -2,9 +2,11 @@
 
 from django.contrib import admin
 from django.urls import include, path
+from django.views.decorators.http import require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from deuz_project import views
+from runs.api.schema import SCHEMA_SETTINGS
 from runs.streaming import run_events
 from runs.views import run_live
 
@@ -19,11 +21,11 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     # The stream is an async view (daphne keeps it open), apart from the DRF API.
-    path("api/runs/<str:run_id>/events/", run_events, name="run-events"),
+    path("api/runs/<str:run_id>/events/", require_safe(run_events), name="run-events"),
     path("runs/<str:run_id>/live/", run_live, name="run-live"),
     path("runs/", include("runs.urls")),
     path("console/", include("approvals.console.urls")),
     path("api/", include("runs.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", SpectacularAPIView.as_view(custom_settings=SCHEMA_SETTINGS), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]
