@@ -159,7 +159,8 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = ["run_id", "agent", "status", "status_display", "step_index", "usage", "finish_reason", "error",
-                  "cancel_requested", "owner_epoch", "created_at", "updated_at"]
+                  "cancel_requested", "owner_epoch", "created_at", "updated_at", "retry_at", "retry_attempt",
+                  "retry_limit"]
         read_only_fields = fields
 
 

@@ -20,7 +20,7 @@ __all__ = ["RunPage", "RunStep", "run_page_get", "run_step_list"]
 @dataclass(frozen=True)
 class RunStep:
     """One semantic step of a run's timeline: proposed, approved (or denied, expired...), attempted, reconciled,
-    verified, or the run's end."""
+    verified, a retry scheduled after a model error, or the run's end."""
 
     kind: str
     title: str
@@ -62,6 +62,9 @@ def run_step_list(*, run: Run) -> list[RunStep]:
     for effect in effects.values():
         if effect.tool_call_id not in seen:
             steps.extend(_effect_steps(effect))
+    for leg in run_leg_list(run=run):
+        if leg.finish_reason == "retry":  # its error is "Retry scheduled at ..., attempt k of n: why"
+            steps.append(RunStep("retry_scheduled", "Retry scheduled", leg.error, leg.ended_at))
     if run.cancelled_at is not None:
         who = run.cancelled_by.get_username() if run.cancelled_by else "an operator"
         steps.append(RunStep("cancel_requested", "Cancel requested", f"by {who}", run.cancelled_at))

@@ -234,6 +234,8 @@ class Command(BaseCommand):
             self.stdout.write(f"(recovery) {event.text}")
         elif event.kind == "error":
             self.stdout.write(f"error: {event.text}")
+        elif event.kind == "retry":
+            self.stdout.write(f"(retry) {event.text}")
 
     # ---------------------------------------------------- resume, cancel
 
