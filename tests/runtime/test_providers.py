@@ -641,3 +641,9 @@ def test_importing_the_providers_imports_neither_sdk_nor_django():
     )
     completed = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60, check=True)
     assert completed.stdout.strip() == "[]"
+
+
+def test_a_tool_output_reads_the_same_whatever_the_order_of_its_keys():
+    from runs.runtime.providers.base import _output_text
+
+    assert _output_text({"b": 1, "a": {"d": 2, "c": 3}}) == _output_text({"a": {"c": 3, "d": 2}, "b": 1})
