@@ -253,7 +253,7 @@ async def test_anthropic_tool_messages_become_a_user_turn_of_tool_result_blocks(
     assert api.bodies[0]["messages"][2] == {
         "role": "user",
         "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"temp_c": 18, "sky": "clear"}', "is_error": False},
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"sky": "clear", "temp_c": 18}', "is_error": False},
             {"type": "tool_result", "tool_use_id": "toolu_2", "content": "Unknown tool: 'get_time'.", "is_error": True},
         ],
     }
