@@ -16,6 +16,7 @@ from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.contrib.auth.models import AnonymousUser
+from django.db import DataError
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
@@ -39,13 +40,16 @@ class TokenAuthMiddleware(AuthMiddleware):
     """Channels' AuthMiddleware, with a DRF token on the handshake taking precedence over the session."""
 
     async def resolve_scope(self, scope: dict) -> None:
-        authorization = dict(scope.get("headers") or ()).get(b"authorization")
-        if authorization is not None:
-            user = await database_sync_to_async(_token_user)(authorization)
-            if user is not _NO_TOKEN:
-                scope["user"]._wrapped = user
-                return
-        await super().resolve_scope(scope)
+        try:
+            authorization = dict(scope.get("headers") or ()).get(b"authorization")
+            if authorization is not None:
+                user = await database_sync_to_async(_token_user)(authorization)
+                if user is not _NO_TOKEN:
+                    scope["user"]._wrapped = user
+                    return
+            await super().resolve_scope(scope)
+        except DataError:  # a token or session key the database cannot even compare (a NUL on PostgreSQL)
+            scope["user"]._wrapped = AnonymousUser()
 
 
 def TokenOrSessionAuthMiddlewareStack(inner: Any) -> BaseMiddleware:  # noqa: N802 (Channels' own spelling)

@@ -3,10 +3,11 @@ WebSocket consumer, which only turn its frames into their wire format.
 
 The core decides, in this order and the same way for both: who the user is (401), the cursor (400), whether
 the run id is valid, exists and is readable by the user (404 for all three, so run ids cannot be probed), and
-whether the user has a stream left (429, ``DEUZ_MAX_STREAMS_PER_USER`` per process). Then it follows the
-journal (runs.runtime.wire.follow_journal), strips approval tokens for users who may not decide, and ends a
-failed follow with one redacted error part. Every read after the setup goes through runs.follower_reads, so
-followers hold no database connection of their own while they wait.
+whether the user has a stream left (429, ``DEUZ_MAX_STREAMS_PER_USER`` per process); a database that is down
+is a 503, worth a retry. Then it follows the journal (runs.runtime.wire.follow_journal), strips approval
+tokens for users who may not decide, and ends a failed follow with one redacted error part. Every read after
+the setup goes through runs.follower_reads, so followers hold no database connection of their own while they
+wait.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 import os
 import re
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +59,11 @@ DEFAULT_MAX_STREAMS_PER_USER = 20
 
 # -1 (nothing seen) or a seq; at most 18 digits, so it always fits PostgreSQL's bigint (a larger one is a DataError).
 _CURSOR = re.compile(r"-1|[0-9]{1,18}")
+
+# Errors of a database or a store that is down or restarting: the client's reconnect may well succeed.
+_TRANSIENT = (OperationalError, InterfaceError, StoreUnavailableError, ConnectionError, TimeoutError)
+
+_PAGE = 500  # parts per journal read
 
 # Continuation legs started by followers, kept referenced so they outlive the request that started them.
 _continuations: set[asyncio.Task[None]] = set()
@@ -175,7 +182,11 @@ def _setup(run_id: str, cursor: str | None, authenticate: Callable[[], Any]) -> 
 async def follow_open(*, run_id: str, cursor: str | None, authenticate: Callable[[], Any], kind: str) -> Follow:
     """A Follow of ``run_id`` for the user ``authenticate()`` answers (a blocking call, run on a thread), or
     FollowRefused. The Follow holds one of the user's streams until it is closed."""
-    grant = await sync_to_async(_setup)(run_id, cursor, authenticate)
+    try:
+        grant = await sync_to_async(_setup)(run_id, cursor, authenticate)
+    except _TRANSIENT as exc:
+        logger.warning("A follower of run %s could not start: %s", run_id[:200], type(exc).__name__)
+        raise FollowRefused(503, "The database is unavailable; try again shortly.") from None
     release = _slots.take(grant.user_pk)
     return Follow(run_id=run_id, grant=grant, release=release, kind=kind)
 
@@ -195,10 +206,6 @@ class Frame:
     is_final: bool = False
 
 
-# Errors of a database or a store that is down or restarting: the client's reconnect may well succeed.
-_TRANSIENT = (OperationalError, InterfaceError, StoreUnavailableError, ConnectionError, TimeoutError)
-
-
 class Follow:
     """One follower of one run: its frames from the cursor to the end of the turn, then closed."""
 
@@ -207,7 +214,8 @@ class Follow:
         self.cursor = grant.cursor
         self.may_see_tokens = grant.may_see_tokens
         self.kind = kind
-        self._release = release
+        # Also when the Follow is dropped unclosed (a client gone between the view's return and the first byte).
+        self._release = weakref.finalize(self, release)
         # Inside a transaction (a test's), reads stay on the caller's thread so they see its rows.
         self._read = sync_to_async if grant.is_in_transaction else None
 
@@ -255,7 +263,7 @@ class Follow:
         return {**part, "approval": {key: value for key, value in approval.items() if key != "token"}}
 
     async def read(self, after: int) -> JournalPage:
-        return await self._run(_journal_store().read_sync, self.run_id, after, 500)
+        return await self._run(_read_page, self.run_id, after)
 
     async def state(self) -> FollowState:
         return await self._run(_follow_state, self.run_id)
@@ -272,6 +280,11 @@ class Follow:
         task = asyncio.get_running_loop().create_task(Worker(worker_id=follower_id).execute(claims[0]))
         _continuations.add(task)
         task.add_done_callback(_continuations.discard)
+
+
+def _read_page(run_id: str, after: int) -> JournalPage:
+    # On a thread with no event loop, so the store's read answers at once (runs.runtime.wire.StreamStateStore).
+    return _journal_store().read(run_id, after=after, limit=_PAGE)
 
 
 def _follow_state(run_id: str) -> FollowState:

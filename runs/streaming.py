@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
+from django.db import DataError
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from rest_framework import exceptions
 from rest_framework.request import Request
@@ -33,6 +34,8 @@ def _authenticator(request: HttpRequest):
             return drf_request.user
         except exceptions.APIException as exc:  # a token that does not verify, an inactive user
             raise FollowRefused(401, str(exc.detail)) from None
+        except DataError:  # a token or session key the database cannot even compare (a NUL on PostgreSQL)
+            raise FollowRefused(401, "Invalid credentials.") from None
 
     return authenticate
 

@@ -140,3 +140,22 @@ def test_a_websocket_token_for_another_user_takes_precedence_over_the_session(su
     client.force_login(owner)
     cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
     assert ws_follow("/ws/runs/access-1/", headers=[cookie, token_header(person("sam"))]) == ([], 4404)
+
+
+def test_a_token_with_a_nul_is_a_401_not_a_database_error(suspended):
+    response = Client().get("/api/runs/access-1/events/", headers={"Authorization": "Token a\x00b"})
+    assert response.status_code == 401
+
+
+def test_a_session_cookie_with_a_nul_is_a_401_not_a_database_error(suspended):
+    client = Client()
+    client.cookies["sessionid"] = "abcdefghij\x00k"
+    assert client.get("/api/runs/access-1/events/").status_code == 401
+
+
+def test_a_websocket_token_with_a_nul_is_closed_with_4401(suspended):
+    assert ws_follow("/ws/runs/access-1/", headers=[(b"authorization", b"Token a\x00b")]) == ([], 4401)
+
+
+def test_a_websocket_session_cookie_with_a_nul_is_closed_with_4401(suspended):
+    assert ws_follow("/ws/runs/access-1/", headers=[(b"cookie", b"sessionid=abcdefghij\x00k")]) == ([], 4401)

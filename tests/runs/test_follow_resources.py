@@ -9,6 +9,7 @@ streams once held a connection each.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 from pathlib import Path
@@ -20,6 +21,7 @@ from django.db import DataError, OperationalError, connection
 from rest_framework.test import APIClient
 
 from runs.follower_reads import FollowerReads
+from runs.followers import follow_open
 from runs.models import Run
 from runs.stores.journal import DatabaseStreamStateStore
 from tests.runs.processes import wait_until
@@ -226,6 +228,20 @@ def test_a_websocket_over_the_stream_cap_is_closed_with_4429(settings):
     assert like_daphne(scenario)[1] == 4429
 
 
+def test_a_follow_dropped_unclosed_gives_its_place_back(settings):
+    # As when a client goes between the view's return and the first byte, and Django never closes the response.
+    settings.DEUZ_MAX_STREAMS_PER_USER = 1
+    user = person("greedy")
+    queued_run("capped", user)
+
+    async def open_drop_open():
+        await follow_open(run_id="capped", cursor=None, authenticate=lambda: user, kind="sse")
+        gc.collect()
+        (await follow_open(run_id="capped", cursor=None, authenticate=lambda: user, kind="sse")).close()
+
+    async_to_sync(open_drop_open)()  # the second follow_open raises FollowRefused(429) if the first kept its place
+
+
 # ---------------------------------------------------------------- failures
 
 
@@ -285,6 +301,27 @@ def test_a_websocket_closes_a_lost_database_with_1011_so_the_client_reconnects(m
     _failing_reads(monkeypatch, OperationalError("connection refused"))
     received, code = ws_follow("/ws/runs/doomed/", headers=[token_header(owner)])
     assert [frame["part"]["error"]["name"] for frame in received] == ["OperationalError"] and code == 1011
+
+
+def _database_down_at_setup(monkeypatch) -> None:
+    def unreachable(run, *, user):
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr("runs.followers.run_is_readable_by", unreachable)
+
+
+def test_a_database_down_when_a_stream_starts_is_a_503_worth_retrying(monkeypatch, client, owner):
+    queued_run("doomed", owner)
+    _database_down_at_setup(monkeypatch)
+    client.force_login(owner)
+    response = client.get("/api/runs/doomed/events/")
+    assert (response.status_code, response.json()) == (503, {"detail": "The database is unavailable; try again shortly."})
+
+
+def test_a_database_down_when_a_websocket_starts_is_closed_with_4503(monkeypatch, owner):
+    queued_run("doomed", owner)
+    _database_down_at_setup(monkeypatch)
+    assert ws_follow("/ws/runs/doomed/", headers=[token_header(owner)]) == ([], 4503)
 
 
 # ---------------------------------------------------------------- the read threads
