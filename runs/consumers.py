@@ -25,6 +25,9 @@ SERVER_ERROR = 1011  # the follow failed in a way the client's reconnect may fix
 class RunStreamConsumer(AsyncJsonWebsocketConsumer):
     """Sends the run's parts from the cursor on; the same replay, gap-fill and permission rules as SSE."""
 
+    # No channel of the consumer's own (get_channel_layer answers None for an alias not configured): its
+    # follower listens to the run's group, and one layer receive per socket is enough under load.
+    channel_layer_alias = None
     follow: Follow | None = None
     task: asyncio.Task[None] | None = None
 

@@ -218,6 +218,7 @@ class Follow:
         self._release = weakref.finalize(self, release)
         # Inside a transaction (a test's), reads stay on the caller's thread so they see its rows.
         self._read = sync_to_async if grant.is_in_transaction else None
+        self._listener: _Listener | None = None
 
     def close(self) -> None:
         """Give the user's stream back; safe to call more than once."""
@@ -232,6 +233,7 @@ class Follow:
         """Replay, tail, get a dead run continued; a failure ends the frames with a redacted error part."""
         try:
             async with _Listener(self.run_id) as listener:
+                self._listener = listener
                 items = follow_journal(read=self.read, state=self.state, wait=listener.wait,
                                        continue_run=self.continue_run, cursor=self.cursor, yield_idle=True)
                 async for item in items:
@@ -263,7 +265,10 @@ class Follow:
         return {**part, "approval": {key: value for key, value in approval.items() if key != "token"}}
 
     async def read(self, after: int) -> JournalPage:
-        return await self._run(_read_page, self.run_id, after)
+        page = await self._run(_read_page, self.run_id, after)
+        if page.parts and self._listener is not None:
+            self._listener.heard()
+        return page
 
     async def state(self) -> FollowState:
         return await self._run(_follow_state, self.run_id)
@@ -302,12 +307,28 @@ def _claim(follower_id: str, run_id: str) -> list:
 
 
 class _Listener:
-    """Wake-ups from the run's Channels group; without a working layer the follower polls the journal."""
+    """Wake-ups from the run's Channels group; without a working layer the follower polls the journal.
+
+    The poll is a safety net for lost notifications, and 500 followers polling every second keep a web
+    process busy; so a quiet run is polled less and less often (up to every ``MAX_POLL_SECONDS``), and
+    again every second from the moment a notification or a part arrives.
+    """
+
+    MAX_POLL_SECONDS = 5.0
+    BACKOFF = 1.5
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self.layer = get_channel_layer()
         self.channel: str | None = None
+        self.quiet_polls = 0
+
+    def heard(self) -> None:
+        """Something happened: poll often again."""
+        self.quiet_polls = 0
+
+    def next_wait(self, seconds: float) -> float:
+        return min(seconds * self.BACKOFF**self.quiet_polls, max(seconds, self.MAX_POLL_SECONDS))
 
     async def __aenter__(self) -> _Listener:
         if self.layer is not None:
@@ -327,13 +348,17 @@ class _Listener:
                 pass
 
     async def wait(self, seconds: float) -> None:
-        """Until a journal notification or ``seconds``; either way the caller reads the journal again."""
+        """Until a journal notification or the next poll; either way the caller reads the journal again."""
+        delay = self.next_wait(seconds)
+        self.quiet_polls += 1
         if self.channel is None:
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(delay)
             return
         try:
-            await asyncio.wait_for(self.layer.receive(self.channel), seconds)
+            await asyncio.wait_for(self.layer.receive(self.channel), delay)
         except TimeoutError:
-            pass
+            return
         except Exception:  # a broken layer: fall back to the poll
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(delay)
+            return
+        self.heard()

@@ -23,6 +23,7 @@ __all__ = ["run_events"]
 
 _KEEPALIVE_EVERY = 15  # idle ticks of a second
 _DONE = "data: [DONE]\n\n"
+_OPENED = ": following\n\n"  # an SSE comment
 
 
 def _authenticator(request: HttpRequest):
@@ -84,6 +85,9 @@ def _event(part: StreamPart, seq: int | None = None) -> str:
 
 
 async def _events(follow: Follow) -> AsyncIterator[str]:
+    # At once: daphne sends the status line with the first bytes of the body, and a client (fetch, EventSource)
+    # waits for it; a queued run's first part may be long in coming.
+    yield _OPENED
     idle = 0
     async for frame in follow.frames():
         if frame.kind is FrameKind.PART:

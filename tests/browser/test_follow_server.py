@@ -125,3 +125,27 @@ def test_sixty_event_streams_hold_a_few_database_handles_and_the_api_answers(ser
             stream.close()
     assert peak <= 10, f"{peak} database handles for 60 followers"
     assert answer.startswith(b"HTTP/1.1 200 ")
+
+
+def test_forty_websockets_hold_a_few_database_handles(server):
+    users = [person(f"ws-{n}") for n in range(2)]
+    for user in users:
+        Run.objects.create(run_id=f"tail-{user.username}", agent="reimbursement", input_messages="[]", created_by=user)
+    address = urlparse(server.url)
+    sockets = [
+        websocket.create_connection(f"ws://{address.netloc}/ws/runs/tail-{user.username}/", origin=server.url.rstrip("/"),
+                                    header=[f"Authorization: Token {token_of(user)}"], timeout=30)
+        for user in users for _ in range(20)
+    ]
+    try:
+        for user in users:
+            DatabaseStreamStateStore().append_sync(f"tail-{user.username}", [{"type": "text-delta", "text": "hi"}])
+        peak, frames = 0, []
+        for socket_ in sockets:  # every follower reads its run's new part
+            frames.append(socket_.recv())
+            peak = max(peak, server_database_handles(server))
+    finally:
+        for socket_ in sockets:
+            socket_.close()
+    assert frames == ['{"seq": 0, "part": {"type": "text-delta", "text": "hi"}}'] * 40
+    assert peak <= 10, f"{peak} database handles for 40 followers"

@@ -116,6 +116,22 @@ def _append_to_every_run() -> None:
         connection.close()  # this thread is not a follower's: its handle must not count
 
 
+def test_a_stream_sends_its_first_bytes_before_the_run_s_first_part():
+    # daphne sends the status line with the first body bytes: without them a client waits for a part.
+    user = person("early")
+    queued_run("quiet", user)
+    headers = [token_header(user)]
+
+    async def scenario():
+        stream = SseStream("/api/runs/quiet/events/", headers=headers)
+        await stream.open()
+        message = await stream.communicator.receive_output(timeout=5)
+        await stream.close()
+        return message["body"]
+
+    assert like_daphne(scenario) == b": following\n\n"
+
+
 def test_sixty_followers_share_a_few_database_connections(followers):
     statuses, peak, _ = _sixty_streams(followers, while_open=lambda: None)
     assert statuses == [200] * 60
