@@ -116,31 +116,18 @@ class _StreamSlots:
         self._lock = threading.Lock()
         self._open: dict[Any, int] = {}
 
-    def take(self, user_pk: Any) -> Callable[[], None]:
+    def take(self, user_pk: Any) -> None:
         limit = int(getattr(settings, "DEUZ_MAX_STREAMS_PER_USER", DEFAULT_MAX_STREAMS_PER_USER))
         with self._lock:
             if self._open.get(user_pk, 0) >= limit:
                 raise FollowRefused(429, f"Too many open streams: at most {limit} at a time per user; close one first.")
             self._open[user_pk] = self._open.get(user_pk, 0) + 1
-        released = False
 
-        def release() -> None:
-            nonlocal released
-            with self._lock:
-                if released:
-                    return
-                released = True
-                left = self._open[user_pk] - 1
-                if left:
-                    self._open[user_pk] = left
-                else:
-                    del self._open[user_pk]
-
-        return release
-
-    def open_count(self, user_pk: Any) -> int:
+    def give_back(self, user_pk: Any) -> None:
         with self._lock:
-            return self._open.get(user_pk, 0)
+            left = self._open.pop(user_pk) - 1
+            if left:
+                self._open[user_pk] = left
 
 
 _slots = _StreamSlots()
@@ -187,8 +174,8 @@ async def follow_open(*, run_id: str, cursor: str | None, authenticate: Callable
     except _TRANSIENT as exc:
         logger.warning("A follower of run %s could not start: %s", run_id[:200], type(exc).__name__)
         raise FollowRefused(503, "The database is unavailable; try again shortly.") from None
-    release = _slots.take(grant.user_pk)
-    return Follow(run_id=run_id, grant=grant, release=release, kind=kind)
+    _slots.take(grant.user_pk)
+    return Follow(run_id=run_id, grant=grant, kind=kind)
 
 
 class FrameKind(enum.Enum):
@@ -209,13 +196,14 @@ class Frame:
 class Follow:
     """One follower of one run: its frames from the cursor to the end of the turn, then closed."""
 
-    def __init__(self, *, run_id: str, grant: _Grant, release: Callable[[], None], kind: str) -> None:
+    def __init__(self, *, run_id: str, grant: _Grant, kind: str) -> None:
         self.run_id = run_id
         self.cursor = grant.cursor
         self.may_see_tokens = grant.may_see_tokens
         self.kind = kind
-        # Also when the Follow is dropped unclosed (a client gone between the view's return and the first byte).
-        self._release = weakref.finalize(self, release)
+        # Given back once, also when the Follow is dropped unclosed (a client gone between the view's return
+        # and the first byte, when Django never closes the response).
+        self._release = weakref.finalize(self, _slots.give_back, grant.user_pk)
         # Inside a transaction (a test's), reads stay on the caller's thread so they see its rows.
         self._read = sync_to_async if grant.is_in_transaction else None
         self._listener: _Listener | None = None
