@@ -9,16 +9,19 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deuz_project.settings")
 # Set up Django (the app registry) before importing anything that touches models.
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from runs.channels_auth import TokenOrSessionAuthMiddlewareStack  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        # Origin check against ALLOWED_HOSTS stops other sites from riding a user's session cookie.
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Origin check against ALLOWED_HOSTS stops other sites from riding a user's session cookie; the user
+        # comes from the session cookie or an `Authorization: Token KEY` header.
+        "websocket": AllowedHostsOriginValidator(
+            TokenOrSessionAuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
     }
 )

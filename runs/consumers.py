@@ -1,76 +1,78 @@
-"""`ws/runs/{run_id}/?cursor=`: the resumable stream over a WebSocket, frames ``{"seq", "part"}``."""
+"""`ws/runs/{run_id}/?cursor=`: the resumable stream over a WebSocket, frames ``{"seq", "part"}``.
+
+The follower core (runs.followers) decides everything; the consumer writes frames. Refusals close the socket
+with 4000 + the HTTP status the SSE view would answer (4401, 4400, 4404, 4429) after accepting it: a
+handshake refused before acceptance reaches a browser as code 1006, indistinguishable from a network drop,
+and the client would retry it forever.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from urllib.parse import parse_qs
 
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 
-from runs.followers import RunFollower, authenticate_token, follower_id
+from runs.followers import Follow, FollowRefused, FrameKind, follow_open
 from runs.runtime.codec import encode_value
-from runs.runtime.loops import error_part
-from runs.runtime.wire import DONE, IDLE, follow_journal
 
-__all__ = ["RunStreamConsumer"]
+__all__ = ["NoRouteConsumer", "RunStreamConsumer"]
 
-logger = logging.getLogger("deuz.followers")
+NOT_FOUND = 4404
+SERVER_ERROR = 1011  # the follow failed in a way the client's reconnect may fix
 
 
 class RunStreamConsumer(AsyncJsonWebsocketConsumer):
     """Sends the run's parts from the cursor on; the same replay, gap-fill and permission rules as SSE."""
 
+    # No channel of the consumer's own (get_channel_layer answers None for an alias not configured): its
+    # follower listens to the run's group, and one layer receive per socket is enough under load.
+    channel_layer_alias = None
+    follow: Follow | None = None
+    task: asyncio.Task[None] | None = None
+
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            headers = dict(self.scope.get("headers") or [])
-            user = await authenticate_token(headers.get(b"authorization", b"").decode("latin-1") or None)
-        if user is None or not user.is_authenticated:
-            await self.close(code=4401)
-            return
-        query = parse_qs(self.scope.get("query_string", b"").decode())
-        try:
-            cursor = int(query.get("cursor", ["-1"])[0])
-        except ValueError:
-            cursor = -2
-        if cursor < -1:
-            await self.close(code=4400)
-            return
-        self.run_id = self.scope["url_route"]["kwargs"]["run_id"]
         await self.accept()
-        self.task = asyncio.create_task(self._follow(cursor))
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        user = self.scope.get("user")
+        try:
+            self.follow = await follow_open(
+                run_id=self.scope["url_route"]["kwargs"]["run_id"], cursor=query.get("cursor", [None])[0],
+                authenticate=lambda: user, kind="ws",
+            )
+        except FollowRefused as refusal:
+            await self.close(code=refusal.close_code, reason=refusal.detail[:120])
+            return
+        self.task = asyncio.create_task(self._send_frames(self.follow))
 
     async def disconnect(self, code: int) -> None:
-        task = getattr(self, "task", None)
-        if task is not None:
-            task.cancel()
+        if self.task is not None:
+            self.task.cancel()
+        if self.follow is not None:
+            self.follow.close()
 
     async def receive_json(self, content, **kwargs) -> None:
         return None  # the stream is one-way; verdicts go through the REST API
 
-    async def _follow(self, cursor: int) -> None:
-        try:
-            async with RunFollower(self.run_id, follower_id=follower_id("ws")) as follower:
-                if not await follower.exists():
-                    await self.send_json({"seq": None, "part": {"type": "error", "error": {
-                        "name": "RunNotFound", "message": f"No run {self.run_id!r}."}}})
+    async def _send_frames(self, follow: Follow) -> None:
+        async for frame in follow.frames():
+            if frame.kind is FrameKind.PART:
+                await self.send_json({"seq": frame.seq, "part": encode_value(frame.part)})
+            elif frame.kind is FrameKind.DONE:
+                await self.send_json({"done": True})
+                await self.close()
+            elif frame.kind is FrameKind.FAILED:  # redacted; a done frame too unless a reconnect may succeed
+                await self.send_json({"seq": None, "part": frame.part})
+                if frame.is_final:
                     await self.send_json({"done": True})
                     await self.close()
-                    return
-                async for item in follow_journal(read=follower.read, state=follower.state, wait=follower.wait,
-                                                 continue_run=follower.continue_run, cursor=cursor, yield_idle=True):
-                    if item == IDLE:
-                        continue
-                    if item == DONE:
-                        await self.send_json({"done": True})
-                        await self.close()
-                        return
-                    seq, part = item
-                    await self.send_json({"seq": seq, "part": encode_value(part)})
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # redacted, and no done frame: the client reconnects from its cursor
-            logger.exception("Following run %s over a WebSocket failed.", self.run_id)
-            await self.send_json({"seq": None, "part": error_part(exc)})
-            await self.close(code=1011)
+                else:
+                    await self.close(code=SERVER_ERROR)
+
+
+class NoRouteConsumer(AsyncWebsocketConsumer):
+    """Every other WebSocket path: closed with 4404, where Channels' router would answer 500 with a traceback."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(code=NOT_FOUND, reason="No such WebSocket route.")

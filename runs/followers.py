@@ -1,42 +1,324 @@
-"""Following a run's journal from a web process: the adapters follow_journal needs, shared by the
-Server-Sent Events view and the WebSocket consumer."""
+"""Following a run's journal from a web process: the one follower core of the Server-Sent Events view and the
+WebSocket consumer, which only turn its frames into their wire format.
+
+The core decides, in this order and the same way for both: who the user is (401), the cursor (400), whether
+the run id is valid, exists and is readable by the user (404 for all three, so run ids cannot be probed), and
+whether the user has a stream left (429, ``DEUZ_MAX_STREAMS_PER_USER`` per process); a database that is down
+is a 503, worth a retry. Then it follows the journal (runs.runtime.wire.follow_journal), strips approval
+tokens for users who may not decide, and ends a failed follow with one redacted error part. Every read after
+the setup goes through runs.follower_reads, so followers hold no database connection of their own while they
+wait.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
+import os
+import re
+import threading
+import weakref
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
+from approvals.access import approval_is_decidable_by
+from runs.access import run_is_readable_by
+from runs.follower_reads import close_connections, follower_reads
 from runs.journal import run_group_name
-from runs.models import Run
-from runs.runtime.wire import FollowState, JournalPage
+from runs.models import RUN_ID_VALIDATOR, Run
+from runs.runtime.errors import StoreUnavailableError
+from runs.runtime.loops import error_part
+from runs.runtime.redact import redact
+from runs.runtime.types import StreamPart
+from runs.runtime.wire import DONE, IDLE, FollowState, JournalPage, follow_journal
 from runs.services import run_claim
-from runs.stores.journal import DatabaseStreamStateStore
 
-__all__ = ["RunFollower"]
+__all__ = [
+    "DEFAULT_MAX_STREAMS_PER_USER",
+    "Follow",
+    "FollowRefused",
+    "Frame",
+    "FrameKind",
+    "follow_open",
+    "follower_secrets",
+    "parse_cursor",
+]
 
 logger = logging.getLogger("deuz.followers")
+
+DEFAULT_MAX_STREAMS_PER_USER = 20
+
+# -1 (nothing seen) or a seq; at most 18 digits, so it always fits PostgreSQL's bigint (a larger one is a DataError).
+_CURSOR = re.compile(r"-1|[0-9]{1,18}")
+
+# Errors of a database or a store that is down or restarting: the client's reconnect may well succeed.
+_TRANSIENT = (OperationalError, InterfaceError, StoreUnavailableError, ConnectionError, TimeoutError)
+
+_PAGE = 500  # parts per journal read
 
 # Continuation legs started by followers, kept referenced so they outlive the request that started them.
 _continuations: set[asyncio.Task[None]] = set()
 
 
-class RunFollower:
-    """read / state / wait / continue_run for one run, woken by the run's Channels group."""
+def _journal_store():
+    """The journal store followers read (the one place it is built)."""
+    from runs.stores.journal import DatabaseStreamStateStore
 
-    def __init__(self, run_id: str, *, follower_id: str) -> None:
+    return DatabaseStreamStateStore()
+
+
+def follower_secrets() -> tuple[str, ...]:
+    """Every secret value an error part or a log line of a follower must not carry."""
+    values = [settings.DEUZ_APPROVAL_SECRET, settings.SECRET_KEY, *settings.DEUZ_ENCRYPTION_KEYS]
+    values += [os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")]
+    return tuple(value for value in values if value)
+
+
+class FollowRefused(Exception):
+    """Why a follower may not follow: an HTTP status (the SSE answer) and its WebSocket close code, 4000 + status."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+    @property
+    def close_code(self) -> int:
+        return 4000 + self.status
+
+
+def _not_found(run_id: str) -> FollowRefused:
+    return FollowRefused(404, f"No run {run_id[:200]!r}.")
+
+
+def parse_cursor(raw: str | None) -> int:
+    """The last seq a follower has seen (-1 for none) from ``Last-Event-ID`` or ``?cursor=``."""
+    if raw is None or raw == "":
+        return -1
+    if not _CURSOR.fullmatch(raw):
+        raise FollowRefused(400, "The cursor must be a whole number of at least -1.")
+    return int(raw)
+
+
+class _StreamSlots:
+    """Open streams per user in this process, so one user cannot hold every connection of the server."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[Any, int] = {}
+
+    def take(self, user_pk: Any) -> None:
+        limit = int(getattr(settings, "DEUZ_MAX_STREAMS_PER_USER", DEFAULT_MAX_STREAMS_PER_USER))
+        with self._lock:
+            if self._open.get(user_pk, 0) >= limit:
+                raise FollowRefused(429, f"Too many open streams: at most {limit} at a time per user; close one first.")
+            self._open[user_pk] = self._open.get(user_pk, 0) + 1
+
+    def give_back(self, user_pk: Any) -> None:
+        with self._lock:
+            left = self._open.pop(user_pk) - 1
+            if left:
+                self._open[user_pk] = left
+
+
+_slots = _StreamSlots()
+
+# At most this many setups (authentication and the run's lookup) hold a connection of their own at once.
+_setup_gate = threading.BoundedSemaphore(4)
+
+
+@dataclass(frozen=True)
+class _Grant:
+    cursor: int
+    user_pk: Any
+    may_see_tokens: bool
+    is_in_transaction: bool
+
+
+def _setup(run_id: str, cursor: str | None, authenticate: Callable[[], Any]) -> _Grant:
+    """The checks before following, on the caller's thread (so a test's transaction sees its own rows); the
+    connection is closed afterwards, since a follower may wait for hours."""
+    with _setup_gate:
+        try:
+            user = authenticate()
+            if user is None or not user.is_authenticated:
+                raise FollowRefused(401, "Authentication credentials were not provided.")
+            seen = parse_cursor(cursor)
+            try:
+                RUN_ID_VALIDATOR(run_id)
+            except ValidationError:
+                raise _not_found(run_id) from None
+            run = Run.objects.filter(run_id=run_id).only("pk", "created_by_id").first()
+            if run is None or not run_is_readable_by(run, user=user):
+                raise _not_found(run_id)
+            return _Grant(cursor=seen, user_pk=user.pk, may_see_tokens=approval_is_decidable_by(user=user),
+                          is_in_transaction=connection.in_atomic_block)
+        finally:
+            close_connections()
+
+
+async def follow_open(*, run_id: str, cursor: str | None, authenticate: Callable[[], Any], kind: str) -> Follow:
+    """A Follow of ``run_id`` for the user ``authenticate()`` answers (a blocking call, run on a thread), or
+    FollowRefused. The Follow holds one of the user's streams until it is closed."""
+    try:
+        grant = await sync_to_async(_setup)(run_id, cursor, authenticate)
+    except _TRANSIENT as exc:
+        logger.warning("A follower of run %s could not start: %s", run_id[:200], type(exc).__name__)
+        raise FollowRefused(503, "The database is unavailable; try again shortly.") from None
+    _slots.take(grant.user_pk)
+    return Follow(run_id=run_id, grant=grant, kind=kind)
+
+
+class FrameKind(enum.Enum):
+    PART = "part"  # seq and part
+    IDLE = "idle"  # nothing new for a while: a chance to send a keep-alive
+    DONE = "done"  # the end of the turn
+    FAILED = "failed"  # part is a redacted error part without a seq; is_final says whether retrying can help
+
+
+@dataclass(frozen=True)
+class Frame:
+    kind: FrameKind
+    seq: int | None = None
+    part: StreamPart | None = None
+    is_final: bool = False
+
+
+class Follow:
+    """One follower of one run: its frames from the cursor to the end of the turn, then closed."""
+
+    def __init__(self, *, run_id: str, grant: _Grant, kind: str) -> None:
         self.run_id = run_id
-        self.follower_id = follower_id
-        self.journal = DatabaseStreamStateStore()
+        self.cursor = grant.cursor
+        self.may_see_tokens = grant.may_see_tokens
+        self.kind = kind
+        # Given back once, also when the Follow is dropped unclosed (a client gone between the view's return
+        # and the first byte, when Django never closes the response).
+        self._release = weakref.finalize(self, _slots.give_back, grant.user_pk)
+        # Inside a transaction (a test's), reads stay on the caller's thread so they see its rows.
+        self._read = sync_to_async if grant.is_in_transaction else None
+        self._listener: _Listener | None = None
+
+    def close(self) -> None:
+        """Give the user's stream back; safe to call more than once."""
+        self._release()
+
+    async def _run(self, function: Callable[..., Any], *args: Any) -> Any:
+        if self._read is not None:
+            return await self._read(function)(*args)
+        return await follower_reads().run(function, *args)
+
+    async def frames(self) -> AsyncIterator[Frame]:
+        """Replay, tail, get a dead run continued; a failure ends the frames with a redacted error part."""
+        try:
+            async with _Listener(self.run_id) as listener:
+                self._listener = listener
+                items = follow_journal(read=self.read, state=self.state, wait=listener.wait,
+                                       continue_run=self.continue_run, cursor=self.cursor, yield_idle=True)
+                async for item in items:
+                    if item == DONE:
+                        yield Frame(FrameKind.DONE)
+                        return
+                    if item == IDLE:
+                        yield Frame(FrameKind.IDLE)
+                        continue
+                    seq, part = item
+                    yield Frame(FrameKind.PART, seq=seq, part=self.visible(part))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            secrets = follower_secrets()
+            logger.error("Following run %s failed: %s: %s", self.run_id, type(exc).__name__, redact(str(exc), secrets))
+            # A database that is down may be back for the reconnect; any other error would only repeat.
+            yield Frame(FrameKind.FAILED, part=error_part(exc, secrets), is_final=not isinstance(exc, _TRANSIENT))
+        finally:
+            self.close()
+
+    def visible(self, part: StreamPart) -> StreamPart:
+        """``part`` as this follower may see it: approval tokens are bearer credentials for a decision."""
+        if self.may_see_tokens or part.get("type") != "tool-approval-request":
+            return part
+        approval = part.get("approval")
+        if not isinstance(approval, dict) or "token" not in approval:
+            return part
+        return {**part, "approval": {key: value for key, value in approval.items() if key != "token"}}
+
+    async def read(self, after: int) -> JournalPage:
+        page = await self._run(_read_page, self.run_id, after)
+        if page.parts and self._listener is not None:
+            self._listener.heard()
+        return page
+
+    async def state(self) -> FollowState:
+        return await self._run(_follow_state, self.run_id)
+
+    async def continue_run(self) -> None:
+        """Claim the dead run exactly as a worker would (the lease is the one lock) and run its leg here."""
+        from runs.worker import Worker, worker_id_default
+
+        follower_id = f"{worker_id_default()}:{self.kind}"
+        claims = await self._run(_claim, follower_id, self.run_id)
+        if not claims:
+            return  # another follower or a worker holds it now
+        logger.info("Follower %s continues run %s (epoch %d).", follower_id, self.run_id, claims[0].epoch)
+        task = asyncio.get_running_loop().create_task(Worker(worker_id=follower_id).execute(claims[0]))
+        _continuations.add(task)
+        task.add_done_callback(_continuations.discard)
+
+
+def _read_page(run_id: str, after: int) -> JournalPage:
+    # On a thread with no event loop, so the store's read answers at once (runs.runtime.wire.StreamStateStore).
+    return _journal_store().read(run_id, after=after, limit=_PAGE)
+
+
+def _follow_state(run_id: str) -> FollowState:
+    row = Run.objects.filter(run_id=run_id).values("status", "lease_expires_at").first()
+    if row is None:
+        return FollowState(is_active=False, is_producer_gone=False)
+    is_active = row["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
+    lease = row["lease_expires_at"]
+    is_gone = row["status"] == Run.Status.RUNNING and (lease is None or lease < timezone.now())
+    return FollowState(is_active=is_active, is_producer_gone=is_gone)
+
+
+def _claim(follower_id: str, run_id: str) -> list:
+    return run_claim(worker_id=follower_id, limit=1, run_id=run_id)
+
+
+class _Listener:
+    """Wake-ups from the run's Channels group; without a working layer the follower polls the journal.
+
+    The poll is a safety net for lost notifications, and 500 followers polling every second keep a web
+    process busy; so a quiet run is polled less and less often (up to every ``MAX_POLL_SECONDS``), and
+    again every second from the moment a notification or a part arrives.
+    """
+
+    MAX_POLL_SECONDS = 5.0
+    BACKOFF = 1.5
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
         self.layer = get_channel_layer()
         self.channel: str | None = None
-        self.woken = asyncio.Event()
+        self.quiet_polls = 0
 
-    async def __aenter__(self) -> RunFollower:
+    def heard(self) -> None:
+        """Something happened: poll often again."""
+        self.quiet_polls = 0
+
+    def next_wait(self, seconds: float) -> float:
+        return min(seconds * self.BACKOFF**self.quiet_polls, max(seconds, self.MAX_POLL_SECONDS))
+
+    async def __aenter__(self) -> _Listener:
         if self.layer is not None:
             try:
                 self.channel = await self.layer.new_channel()
@@ -47,68 +329,24 @@ class RunFollower:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self.layer is not None and self.channel is not None:
+        if self.channel is not None:
             try:
                 await self.layer.group_discard(run_group_name(self.run_id), self.channel)
             except Exception:  # the group entry expires on its own
                 pass
 
-    async def exists(self) -> bool:
-        return await Run.objects.filter(run_id=self.run_id).aexists()
-
-    async def read(self, after: int) -> JournalPage:
-        return await sync_to_async(self.journal.read_sync)(self.run_id, after, 500)
-
-    async def state(self) -> FollowState:
-        row = await Run.objects.filter(run_id=self.run_id).values("status", "lease_expires_at").afirst()
-        if row is None:
-            return FollowState(is_active=False, is_producer_gone=False)
-        is_active = row["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
-        lease = row["lease_expires_at"]
-        is_gone = row["status"] == Run.Status.RUNNING and (lease is None or lease < timezone.now())
-        return FollowState(is_active=is_active, is_producer_gone=is_gone)
-
     async def wait(self, seconds: float) -> None:
-        """Until a journal notification or ``seconds``; either way the caller reads the journal again."""
+        """Until a journal notification or the next poll; either way the caller reads the journal again."""
+        delay = self.next_wait(seconds)
+        self.quiet_polls += 1
         if self.channel is None:
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(delay)
             return
         try:
-            await asyncio.wait_for(self.layer.receive(self.channel), seconds)
+            await asyncio.wait_for(self.layer.receive(self.channel), delay)
         except TimeoutError:
-            pass
+            return
         except Exception:  # a broken layer: fall back to the poll
-            await asyncio.sleep(seconds)
-
-    async def continue_run(self) -> None:
-        """Claim the dead run exactly as a worker would (the lease is the one lock) and run its leg here."""
-        from runs.worker import Worker
-
-        claims = await sync_to_async(run_claim)(worker_id=self.follower_id, limit=1, run_id=self.run_id)
-        if not claims:
-            return  # another follower or a worker holds it now
-        logger.info("Follower %s continues run %s (epoch %d).", self.follower_id, self.run_id, claims[0].epoch)
-        task = asyncio.get_running_loop().create_task(Worker(worker_id=self.follower_id).execute(claims[0]))
-        _continuations.add(task)
-        task.add_done_callback(_continuations.discard)
-
-
-def follower_id(kind: str) -> str:
-    from runs.worker import worker_id_default
-
-    return f"{worker_id_default()}:{kind}"
-
-
-async def authenticate_token(header: str | None) -> Any:
-    """The user of an ``Authorization: Token KEY`` header, or None."""
-    if not header:
-        return None
-    scheme, _, key = header.partition(" ")
-    if scheme.lower() != "token" or not key.strip():
-        return None
-    from rest_framework.authtoken.models import Token
-
-    token = await Token.objects.select_related("user").filter(key=key.strip()).afirst()
-    if token is None or not token.user.is_active:
-        return None
-    return token.user
+            await asyncio.sleep(delay)
+            return
+        self.heard()

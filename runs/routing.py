@@ -1,9 +1,10 @@
-"""WebSocket routes served by Channels (deuz_project.asgi mounts them)."""
+"""WebSocket routes served by Channels (deuz_project.asgi mounts them); an unknown path is closed with 4404."""
 
-from django.urls import path
+from django.urls import path, re_path
 
-from runs.consumers import RunStreamConsumer
+from runs.consumers import NoRouteConsumer, RunStreamConsumer
 
 websocket_urlpatterns = [
     path("ws/runs/<str:run_id>/", RunStreamConsumer.as_asgi()),
+    re_path(r"", NoRouteConsumer.as_asgi()),  # last: anything else, instead of the router's 500
 ]

@@ -1,79 +1,104 @@
-"""`GET /api/runs/{run_id}/events/`: the resumable stream as Server-Sent Events (an async view under daphne)."""
+"""`GET /api/runs/{run_id}/events/`: the resumable stream as Server-Sent Events (an async view under daphne).
+
+The follower core (runs.followers) decides everything; this view authenticates with Django REST framework's
+own classes (``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]``: a token or the session) and writes frames.
+"""
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator
 
-from django.conf import settings
-from django.http import JsonResponse, StreamingHttpResponse
+from django.db import DataError
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from rest_framework import exceptions
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
 
-from runs.followers import RunFollower, authenticate_token, follower_id
+from runs.followers import Follow, FollowRefused, FrameKind, follow_open
 from runs.runtime.codec import encode_value
-from runs.runtime.loops import error_part
-from runs.runtime.wire import DONE, IDLE, follow_journal
+from runs.runtime.types import StreamPart
 
 __all__ = ["run_events"]
 
-logger = logging.getLogger("deuz.followers")
-
 _KEEPALIVE_EVERY = 15  # idle ticks of a second
+_DONE = "data: [DONE]\n\n"
+_OPENED = ": following\n\n"  # an SSE comment
 
 
-def _cursor(request) -> int | None:
-    raw = request.headers.get("Last-Event-ID") or request.GET.get("cursor")
-    if raw is None or raw == "":
-        return -1
-    try:
-        cursor = int(raw)
-    except ValueError:
-        return None
-    return cursor if cursor >= -1 else None
+def _authenticator(request: HttpRequest):
+    """The blocking authentication the core runs: DRF's, exactly as the REST API authenticates."""
+
+    def authenticate():
+        drf_request = Request(request, authenticators=[cls() for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES])
+        try:
+            return drf_request.user
+        except exceptions.APIException as exc:  # a token that does not verify, an inactive user
+            raise FollowRefused(401, str(exc.detail)) from None
+        except DataError:  # a token or session key the database cannot even compare (a NUL on PostgreSQL)
+            raise FollowRefused(401, "Invalid credentials.") from None
+
+    return authenticate
 
 
-def _event(part: dict, seq: int | None = None) -> str:
-    data = json.dumps(encode_value(part), ensure_ascii=False, separators=(",", ":"))
-    return (f"id: {seq}\n" if seq is not None else "") + f"data: {data}\n\n"
+def _www_authenticate(request: HttpRequest) -> str | None:
+    """The header DRF sends with a 401: its first authentication class's (``Token``)."""
+    for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES:
+        return cls().authenticate_header(request)
+    return None
 
 
-async def run_events(request, run_id: str):
+async def run_events(request: HttpRequest, run_id: str):
     """Replay from the cursor (``Last-Event-ID`` or ``?cursor=``), tail the live run, continue a dead one."""
-    user = await request.auser()
-    if not user.is_authenticated:
-        user = await authenticate_token(request.headers.get("Authorization"))
-    if user is None or not user.is_authenticated:
-        return JsonResponse({"detail": "Authentication credentials were not provided."}, status=401)
-    cursor = _cursor(request)
-    if cursor is None:
-        return JsonResponse({"detail": "The cursor must be a whole number of at least -1."}, status=400)
-    response = StreamingHttpResponse(_stream(run_id, cursor), content_type="text/event-stream")
+    raw_cursor = request.headers.get("Last-Event-ID") or request.GET.get("cursor")
+    try:
+        follow = await follow_open(run_id=run_id, cursor=raw_cursor, authenticate=_authenticator(request), kind="sse")
+    except FollowRefused as refusal:
+        response = JsonResponse({"detail": refusal.detail}, status=refusal.status)
+        if refusal.status == 401 and (challenge := _www_authenticate(request)):
+            response["WWW-Authenticate"] = challenge
+        return response
+    response = _EventStreamResponse(follow)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # proxies must not hold parts back
     return response
 
 
-async def _stream(run_id: str, cursor: int) -> AsyncIterator[str]:
-    secrets = (settings.DEUZ_APPROVAL_SECRET, settings.SECRET_KEY)
-    try:
-        async with RunFollower(run_id, follower_id=follower_id("sse")) as follower:
-            if not await follower.exists():
-                yield _event({"type": "error", "error": {"name": "RunNotFound", "message": f"No run {run_id!r}."}})
-                yield "data: [DONE]\n\n"
-                return
-            idle = 0
-            async for item in follow_journal(read=follower.read, state=follower.state, wait=follower.wait,
-                                             continue_run=follower.continue_run, cursor=cursor, yield_idle=True):
-                if item == DONE:
-                    yield "data: [DONE]\n\n"
-                    return
-                if item == IDLE:
-                    idle += 1
-                    if idle % _KEEPALIVE_EVERY == 0:
-                        yield ": keep-alive\n\n"
-                    continue
-                seq, part = item
-                yield _event(part, seq)
-    except Exception as exc:  # a store failure: a redacted error part, and no [DONE], so the client retries
-        logger.exception("Following run %s failed.", run_id)
-        yield _event(error_part(exc, secrets))
+class _EventStreamResponse(StreamingHttpResponse):
+    """The stream of one Follow, given back when Django closes the response: when the client goes too, and
+    also when the stream never started (then the generator's own clean-up never runs)."""
+
+    def __init__(self, follow: Follow) -> None:
+        super().__init__(_events(follow), content_type="text/event-stream")
+        self.follow = follow
+
+    def close(self) -> None:
+        try:
+            self.follow.close()
+        finally:
+            super().close()
+
+
+def _event(part: StreamPart, seq: int | None = None) -> str:
+    data = json.dumps(encode_value(part), ensure_ascii=False, separators=(",", ":"))
+    return (f"id: {seq}\n" if seq is not None else "") + f"data: {data}\n\n"
+
+
+async def _events(follow: Follow) -> AsyncIterator[str]:
+    # At once: daphne sends the status line with the first bytes of the body, and a client (fetch, EventSource)
+    # waits for it; a queued run's first part may be long in coming.
+    yield _OPENED
+    idle = 0
+    async for frame in follow.frames():
+        if frame.kind is FrameKind.PART:
+            yield _event(frame.part, frame.seq)
+        elif frame.kind is FrameKind.IDLE:
+            idle += 1
+            if idle % _KEEPALIVE_EVERY == 0:
+                yield ": keep-alive\n\n"
+        elif frame.kind is FrameKind.DONE:
+            yield _DONE
+        else:  # FAILED: an error part without an id; [DONE] too unless the client's reconnect may succeed
+            yield _event(frame.part)
+            if frame.is_final:
+                yield _DONE

@@ -92,14 +92,76 @@ test("a server failure reported without a seq is retried, not shown; one followe
   }
 });
 
-test("a refusal (401) throws DeuzStreamError at once instead of retrying", async () => {
+for (const [status, reason] of [[401, "signed-out"], [403, "forbidden"], [404, "not-found"], [429, "too-many-streams"]]) {
+  test(`an SSE answer ${status} throws DeuzStreamError (${reason}) at once instead of retrying`, async () => {
+    let requests = 0;
+    const server = createServer((request, response) => (requests++, response.writeHead(status).end("{}")));
+    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const stream = connectDeuzStream(`http://127.0.0.1:${server.address().port}/`, FAST);
+      await assert.rejects(collect(stream), (error) => error instanceof DeuzStreamError && error.status === status
+        && error.reason === reason && error.isSignedOut === (status === 401));
+      assert.equal(requests, 1);
+    } finally {
+      server.close();
+    }
+  });
+}
+
+test("a signed-out page says so: the 401's message", async () => {
   const server = createServer((request, response) => response.writeHead(401).end("{}"));
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   try {
-    const stream = connectDeuzStream(`http://127.0.0.1:${server.address().port}/`, FAST);
-    await assert.rejects(collect(stream), (error) => error instanceof DeuzStreamError && error.status === 401);
+    await assert.rejects(collect(connectDeuzStream(`http://127.0.0.1:${server.address().port}/`, FAST)), /^DeuzStreamError: You are signed out\./);
   } finally {
     server.close();
+  }
+});
+
+/** A fake WebSocket whose every connection sends `frames`, then closes with `code`; returns the URLs opened. */
+function fakeSockets(frames, code) {
+  const opened = [];
+  globalThis.WebSocket = class {
+    constructor(url) {
+      opened.push(String(url));
+      setTimeout(() => {
+        for (const frame of frames) this.onmessage({ data: JSON.stringify(frame) });
+        this.onclose({ code });
+      });
+    }
+    close() {}
+  };
+  return opened;
+}
+
+for (const [code, reason] of [[4401, "signed-out"], [4403, "forbidden"], [4404, "not-found"], [4429, "too-many-streams"]]) {
+  test(`a WebSocket closed with ${code} throws DeuzStreamError (${reason}) instead of reconnecting`, async () => {
+    const opened = fakeSockets([], code);
+    try {
+      const stream = connectDeuzStream("http://deuz.test/ws/runs/r1/", { ...FAST, transport: "websocket" });
+      await assert.rejects(collect(stream), (error) => error instanceof DeuzStreamError && error.status === code
+        && error.reason === reason && error.isSignedOut === (code === 4401));
+      assert.equal(opened.length, 1);
+    } finally {
+      delete globalThis.WebSocket;
+    }
+  });
+}
+
+test("a WebSocket closed with 1011 (a server error) is retried", async () => {
+  const opened = fakeSockets([{ seq: null, part: { type: "error", error: { name: "OperationalError", message: "down" } } }], 1011);
+  const controller = new AbortController();
+  const retries = [];
+  try {
+    const stream = connectDeuzStream("http://deuz.test/ws/runs/r1/", {
+      ...FAST, transport: "websocket", signal: controller.signal,
+      onRetry: (retry) => (retries.push(retry), retries.length === 2 && controller.abort()),
+    });
+    assert.deepEqual(await collect(stream), []);
+    assert.equal(opened.length, 2);
+    assert.match(retries[0].error.message, /down/);
+  } finally {
+    delete globalThis.WebSocket;
   }
 });
 

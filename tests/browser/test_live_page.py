@@ -114,7 +114,8 @@ def test_a_reload_mid_stream_resumes_exactly_where_rendering_stopped(serve, view
     page_url = f"{server}runs/{run_id}/live/" + ("?transport=websocket" if transport == "websocket" else "")
     log_in(browser, page_url)  # before the run exists: the page answers 404 until then
 
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
+    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id,
+              user=viewer)  # the run's creator may follow it
     browser.get(page_url)
     before_reload = WebDriverWait(browser, 30, poll_frequency=0.05).until(
         lambda driver: driver.execute_script(RENDERED_TEXT)
@@ -161,7 +162,8 @@ def test_a_worker_killed_mid_stream_leaves_only_the_restarted_step_on_the_page(s
 
     worker = WorkerProcess("crashing", tmp_path, DEUZ_FAULT=fault, DEUZ_DEMO_DELAY_MS="120")
     try:
-        run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
+        run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id,
+              user=viewer)  # the run's creator may follow it
         browser.get(page_url)
         assert worker.wait_exit(timeout=60) == -9, worker.output  # the fault's SIGKILL, mid-stream
         announcement = WebDriverWait(browser, 60, poll_frequency=0.1).until(

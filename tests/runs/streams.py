@@ -1,4 +1,5 @@
-"""Reading the resumable stream in tests: SSE through Django's AsyncClient, parsed event by event."""
+"""Reading the resumable stream in tests: SSE through Django's AsyncClient or the project's ASGI application,
+WebSocket frames through Channels' communicator, and the people who follow."""
 
 from __future__ import annotations
 
@@ -6,7 +7,43 @@ import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from channels.testing import ApplicationCommunicator, WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.test import AsyncClient
+from rest_framework.authtoken.models import Token
+
+from approvals.access import ROLE_PERMISSIONS
+from runs.services import run_start
+
+ORIGIN = (b"origin", b"http://localhost")
+
+
+def role(name: str) -> Group:
+    """The group of a role; made again after a transactional test's flush, which keeps no migration's rows."""
+    group, created = Group.objects.get_or_create(name=name)
+    if created:
+        for code in ROLE_PERMISSIONS[name]:
+            app_label, codename = code.split(".")
+            group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return group
+
+
+def person(username: str, *groups: str):
+    """A user in ``groups`` (``support``, ``reviewers``)."""
+    user = get_user_model().objects.create_user(username, password="x")
+    user.groups.set([role(name) for name in groups])
+    return user
+
+
+def token_of(user) -> str:
+    return Token.objects.get_or_create(user=user)[0].key
+
+
+def reimburse(run_id: str, *, user) -> Any:
+    """A reimbursement run started by ``user``: it streams, then suspends for the payment's approval."""
+    return run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}],
+                     run_id=run_id, user=user)
 
 
 def parse_sse(text: str) -> list[dict[str, Any]]:
@@ -49,3 +86,68 @@ def seqs(events: list[dict]) -> list[int]:
 
 def texts(events: list[dict]) -> str:
     return "".join(e["data"]["text"] for e in events if isinstance(e["data"], dict) and e["data"]["type"] == "text-delta")
+
+
+class SseStream:
+    """One ``GET`` through the project's ASGI application (as daphne calls it), open until ``close``."""
+
+    def __init__(self, path: str, *, headers: list[tuple[bytes, bytes]] = ()) -> None:
+        from deuz_project.asgi import application
+
+        path, _, query = path.partition("?")
+        self.communicator = ApplicationCommunicator(application, {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+            "path": path, "raw_path": path.encode(), "query_string": query.encode(), "root_path": "",
+            "headers": [(b"host", b"testserver"), *headers], "client": ("127.0.0.1", 50000),
+            "server": ("testserver", 80),
+        })
+        self.status: int | None = None
+        self.body = b""
+
+    async def open(self) -> int:
+        """Send the request and wait for the answer's status."""
+        await self.communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+        start = await self.communicator.receive_output(timeout=20)
+        assert start["type"] == "http.response.start", start
+        self.status = start["status"]
+        return self.status
+
+    async def read_until(self, text: str) -> str:
+        """The body so far, once it contains ``text``."""
+        while text.encode() not in self.body:
+            message = await self.communicator.receive_output(timeout=20)
+            self.body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        return self.body.decode()
+
+    async def close(self) -> None:
+        """The client goes away; waits until the application has finished the request."""
+        await self.communicator.send_input({"type": "http.disconnect"})
+        await self.communicator.wait(timeout=20)
+
+
+def token_header(user) -> tuple[bytes, bytes]:
+    return (b"authorization", f"Token {token_of(user)}".encode())
+
+
+async def ws_frames(path: str, *, headers: list[tuple[bytes, bytes]] = (), limit: int = 500) -> tuple[list[dict], int]:
+    """The frames of one WebSocket until the server closes it, and its close code."""
+    from deuz_project.asgi import application
+
+    communicator = WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
+    connected, code = await communicator.connect(timeout=10)
+    received: list[dict] = []
+    if connected:
+        while len(received) < limit:
+            message = await communicator.receive_output(timeout=10)
+            if message["type"] == "websocket.close":
+                code = message.get("code", 1000)
+                break
+            received.append(json.loads(message["text"]))
+    await communicator.disconnect()
+    return received, code
+
+
+def ws_follow(path: str, **options) -> tuple[list[dict], int]:
+    return async_to_sync(ws_frames)(path, **options)

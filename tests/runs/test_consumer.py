@@ -15,22 +15,24 @@ from approvals.services import approval_decide
 from deuz_project.asgi import application
 from runs.journal import run_group_name
 from runs.models import JournalEntry
-from runs.services import run_start
+from tests.runs.streams import ORIGIN, reimburse, ws_follow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ORIGIN = (b"origin", b"http://localhost")
+
+@pytest.fixture
+def owner():
+    return get_user_model().objects.create_user("ws-user", password="x")
 
 
 @pytest.fixture
-def token():
-    user = get_user_model().objects.create_user("ws-user", password="x")
-    return Token.objects.create(user=user).key
+def token(owner):
+    return Token.objects.create(user=owner).key
 
 
 @pytest.fixture
-def suspended(drain_runs):
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="ws-1")
+def suspended(drain_runs, owner):
+    reimburse("ws-1", user=owner)
     drain_runs()
     return JournalEntry.objects.filter(run__run_id="ws-1", is_sentinel=False).count() - 1
 
@@ -59,19 +61,41 @@ def test_frames_carry_the_parts(suspended, token):
     assert received[0] == {"seq": 0, "part": {"type": "start", "run_id": "ws-1"}}
 
 
-def test_a_websocket_without_a_user_is_refused(suspended):
-    async def anonymous():
-        communicator = WebsocketCommunicator(application, "/ws/runs/ws-1/", headers=[ORIGIN])
-        connected, code = await communicator.connect()
-        await communicator.disconnect()
-        return connected, code
-
-    assert async_to_sync(anonymous)() == (False, 4401)
+def test_a_websocket_without_a_user_is_closed_with_4401_after_its_handshake(suspended):
+    # Accepted first: a browser sees a handshake refused before acceptance as 1006, a drop worth retrying.
+    assert ws_follow("/ws/runs/ws-1/") == ([], 4401)
 
 
-def test_an_unknown_run_is_an_error_frame(token):
-    _, received = async_to_sync(frames)(token, "/ws/runs/nobody/")
-    assert received[0]["part"]["error"]["name"] == "RunNotFound" and received[-1] == {"done": True}
+def test_a_token_that_does_not_verify_is_closed_with_4401(suspended):
+    assert ws_follow("/ws/runs/ws-1/", headers=[(b"authorization", b"Token not-a-key")]) == ([], 4401)
+
+
+def test_the_session_cookie_opens_the_socket(suspended, owner, client):
+    client.force_login(owner)
+    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+    received, code = ws_follow("/ws/runs/ws-1/", headers=[cookie])
+    assert received[0]["seq"] == 0 and received[-1] == {"done": True} and code == 1000
+
+
+def test_an_unknown_run_is_closed_with_4404(token):
+    assert ws_follow("/ws/runs/nobody/", headers=[(b"authorization", f"Token {token}".encode())]) == ([], 4404)
+
+
+@pytest.mark.parametrize("run_id", ["%00", "a%00b", "x" * 201, "a%20b"])
+def test_a_run_id_no_run_can_have_is_closed_with_4404(token, run_id):
+    assert ws_follow(f"/ws/runs/{run_id}/", headers=[(b"authorization", f"Token {token}".encode())]) == ([], 4404)
+
+
+@pytest.mark.parametrize("cursor", ["abc", "-2", "%00", "9" * 19])
+def test_a_cursor_that_is_no_seq_is_closed_with_4400(suspended, token, cursor):
+    headers = [(b"authorization", f"Token {token}".encode())]
+    assert ws_follow(f"/ws/runs/ws-1/?cursor={cursor}", headers=headers) == ([], 4400)
+
+
+@pytest.mark.parametrize("path", ["/ws/nope/", "/ws/runs/a/b/", "/ws/runs/", "/", "/ws/runs/a/b/c/%00/"])
+def test_an_unknown_websocket_path_is_closed_with_4404(path, caplog):
+    assert ws_follow(path) == ([], 4404)
+    assert not [record for record in caplog.records if record.levelname in ("ERROR", "CRITICAL")]
 
 
 def test_the_consumer_tails_a_verdict_leg_past_the_suspension(suspended, token, drain_runs):

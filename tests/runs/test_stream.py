@@ -15,26 +15,21 @@ from runs.models import JournalEntry, Leg, Run
 from runs.services import run_start
 from runs.stores.journal import DatabaseStreamStateStore
 from tests.runs.processes import wait_until
-from tests.runs.streams import afollow, follow, seqs, texts
+from tests.runs.streams import afollow, follow, person, reimburse, seqs, texts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def user():
+    """The runs' creator, who follows them."""
     return get_user_model().objects.create_user("follower", password="x")
 
 
-
-
-def reimburse(run_id):
-    return run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
-
-
 @pytest.fixture
-def finished(drain_runs):
+def finished(drain_runs, user):
     """A reimbursement run through its approval to completion: two legs in one journal."""
-    reimburse("done-1")
+    reimburse("done-1", user=user)
     drain_runs()
     request = ApprovalRequest.objects.get(run__run_id="done-1")
     approval_decide(run_id="done-1", approval_id=request.approval_id, approved=True, token=request.token, user=None)
@@ -72,30 +67,47 @@ def test_replay_passes_the_suspension_sentinel_without_done(finished, user):
 
 
 def test_a_suspended_run_ends_its_turn_with_the_signed_approval_request(drain_runs, user):
-    reimburse("wait-1")
+    reimburse("wait-1", user=user)
     drain_runs()
-    events = follow(user, "wait-1")
+    events = follow(person("rita", "reviewers"), "wait-1")
     request = next(e["data"]["approval"] for e in events if e["id"] is not None and e["data"]["type"] == "tool-approval-request")
     assert request["token"] == ApprovalRequest.objects.get(run__run_id="wait-1").token and events[-1]["data"] == "[DONE]"
 
 
-def test_an_unknown_run_is_an_error_part(user):
-    events = follow(user, "nobody")
-    assert events[0]["data"]["error"]["name"] == "RunNotFound"
+def test_an_unknown_run_is_a_404_before_any_stream(client, user):
+    client.force_login(user)
+    response = client.get("/api/runs/nobody/events/")
+    assert (response.status_code, response.json()) == (404, {"detail": "No run 'nobody'."})
+
+
+@pytest.mark.parametrize("run_id", ["%00", "a%00b", "x" * 201, "%F0%9F%92%A5"])
+def test_a_run_id_no_run_can_have_is_a_404(client, user, run_id):
+    client.force_login(user)
+    response = client.get(f"/api/runs/{run_id}/events/")
+    assert response.status_code == 404 and response.json()["detail"].startswith("No run ")
 
 
 def test_the_stream_needs_a_user(client):
-    assert client.get("/api/runs/x/events/").status_code == 401
+    response = client.get("/api/runs/x/events/")
+    assert (response.status_code, response["WWW-Authenticate"]) == (401, "Token")
 
 
-def test_a_bad_cursor_is_a_400(client, user):
+@pytest.mark.parametrize("cursor", ["abc", "-2", "1.5", "%00", "1%00", "%201", "1e3", "9" * 19, "%D9%A3"])
+def test_a_cursor_that_is_no_seq_is_a_400(client, user, cursor):
     client.force_login(user)
-    assert client.get("/api/runs/x/events/?cursor=abc").status_code == 400
+    Run.objects.create(run_id="x", agent="reimbursement", input_messages="[]", created_by=user)
+    response = client.get(f"/api/runs/x/events/?cursor={cursor}")
+    assert (response.status_code, response.json()) == (400, {"detail": "The cursor must be a whole number of at least -1."})
+
+
+def test_a_last_event_id_with_a_nul_is_a_400(client, user):
+    client.force_login(user)
+    assert client.get("/api/runs/x/events/", headers={"Last-Event-ID": "3\x00"}).status_code == 400
 
 
 def test_a_failed_leg_still_ends_with_a_sentinel_and_an_error_part(settings, drain_runs, user):
     settings.DEUZ_AGENTS = {**settings.DEUZ_AGENTS, "broken": "tests.runs.agents.broken_agent"}
-    run_start(agent="broken", messages=[{"role": "user", "content": "go"}], run_id="broken-1")
+    run_start(agent="broken", messages=[{"role": "user", "content": "go"}], run_id="broken-1", user=user)
     drain_runs()
     last = JournalEntry.objects.filter(run__run_id="broken-1").order_by("-id").first()
     events = follow(user, "broken-1")
@@ -112,7 +124,7 @@ def test_a_stale_owner_cannot_append_to_the_journal():
 
 
 def test_a_follower_tails_a_live_run_to_the_end_of_its_turn(workers, user):
-    reimburse("live-1")
+    reimburse("live-1", user=user)
     workers("live", DEUZ_DEMO_DELAY_MS="40")
     wait_until(lambda: JournalEntry.objects.filter(run__run_id="live-1").exists(), what="the first part")
     events = follow(user, "live-1")
@@ -121,14 +133,14 @@ def test_a_follower_tails_a_live_run_to_the_end_of_its_turn(workers, user):
     assert Run.objects.get(run_id="live-1").status == "suspended"
 
 
-def _killed_mid_stream(workers, run_id):
-    reimburse(run_id)
+def _killed_mid_stream(workers, run_id, user):
+    reimburse(run_id, user=user)
     doomed = workers("doomed", DEUZ_FAULT="mid-stream:12", DEUZ_DEMO_DELAY_MS="10")
     assert doomed.wait_exit() == -signal.SIGKILL
 
 
 def test_a_producer_killed_mid_stream_is_continued_for_its_follower(workers, user):
-    _killed_mid_stream(workers, "killed-1")
+    _killed_mid_stream(workers, "killed-1", user)
     events = follow(user, "killed-1")
     kinds = [e["data"]["type"] for e in events if e["id"] is not None]
     assert seqs(events) == list(range(len(seqs(events)))) and events[-1]["data"] == "[DONE]"
@@ -137,7 +149,7 @@ def test_a_producer_killed_mid_stream_is_continued_for_its_follower(workers, use
 
 
 def test_two_followers_of_a_dead_run_start_exactly_one_continuation(workers, user):
-    _killed_mid_stream(workers, "killed-2")
+    _killed_mid_stream(workers, "killed-2", user)
 
     async def both():
         import asyncio
@@ -151,7 +163,7 @@ def test_two_followers_of_a_dead_run_start_exactly_one_continuation(workers, use
 
 def test_a_lost_notification_does_not_lose_a_part(settings, workers, user):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "tests.runs.layers.DeafChannelLayer"}}
-    reimburse("deaf-1")
+    reimburse("deaf-1", user=user)
     workers("live", DEUZ_DEMO_DELAY_MS="20")
     events = follow(user, "deaf-1")
     journal_text = "".join(
@@ -162,7 +174,7 @@ def test_a_lost_notification_does_not_lose_a_part(settings, workers, user):
 
 
 def test_a_producer_killed_before_its_first_checkpoint_is_continued_with_a_recovery_part(workers, user):
-    reimburse("killed-0")
+    reimburse("killed-0", user=user)
     doomed = workers("doomed", DEUZ_FAULT="mid-stream:3", DEUZ_DEMO_DELAY_MS="10")
     assert doomed.wait_exit() == -signal.SIGKILL
     events = follow(user, "killed-0")

@@ -7,16 +7,40 @@
  * full page reload restores what was on screen and asks the server only for what comes after it.
  */
 
-const FATAL_STATUSES = new Set([400, 401, 403, 404]); // retrying cannot fix these
-const FATAL_CLOSE_CODES = new Set([4400, 4401, 4403, 4404]); // the consumer's refusals
+// Answers that retrying cannot fix. The WebSocket consumer closes with 4000 + the status the SSE view answers.
+const REFUSALS = {
+  400: ["bad-request", "The server refused the cursor."],
+  401: ["signed-out", "You are signed out."],
+  403: ["forbidden", "You may not follow this run."],
+  404: ["not-found", "There is no such run, or you may not follow it."],
+  429: ["too-many-streams", "Too many open streams: close another tab that follows a run."],
+};
 
-/** A failure that retrying cannot fix: a bad cursor, no signed-in user, no such endpoint. */
+/** The refusal behind an HTTP status or a WebSocket close code, or undefined when a retry may help. */
+function refusal(code) {
+  return REFUSALS[code >= 4000 && code < 5000 ? code - 4000 : code];
+}
+
+/**
+ * A failure that retrying cannot fix: a bad cursor, no signed-in user, no such run, too many streams.
+ * `status` is the HTTP status or the close code; `reason` is "signed-out", "forbidden", "not-found",
+ * "bad-request" or "too-many-streams"; `isSignedOut` says whether signing in again would help.
+ */
 export class DeuzStreamError extends Error {
   name = "DeuzStreamError";
-  constructor(message, { status } = {}) {
+  constructor(message, { status, reason } = {}) {
     super(message);
     this.status = status;
+    this.reason = reason;
+    this.isSignedOut = reason === "signed-out";
   }
+}
+
+/** The DeuzStreamError of a refusal, or a plain Error (retried) for anything else. */
+function connectionError(code, what) {
+  const known = refusal(code);
+  if (!known) return new Error(`${what} ${code}.`);
+  return new DeuzStreamError(`${known[1]} (${what} ${code}.)`, { status: code, reason: known[0] });
 }
 
 /**
@@ -25,7 +49,8 @@ export class DeuzStreamError extends Error {
  * Options: `transport` "sse" (fetch, so the `Last-Event-ID` header is ours to send) or "websocket"
  * (frames `{seq, part}`, `?cursor=`); `onCursor(seq)` runs after each part was consumed; `signal`
  * ends the stream quietly; `onRetry({attempt, delayMs, error})` reports each reconnect;
- * `maxDelayMs` caps the backoff. Throws DeuzStreamError when the server refuses for good.
+ * `maxDelayMs` caps the backoff. Throws DeuzStreamError when the server refuses for good (signed out,
+ * no such run, too many streams), so a signed-out page stops instead of retrying forever.
  */
 export async function* connectDeuzStream(url, { lastEventId, onCursor, transport = "sse", signal, onRetry, maxDelayMs = 5000 } = {}) {
   const seen = Number.parseInt(lastEventId, 10);
@@ -70,8 +95,8 @@ async function* sseMessages(url, cursor, signal) {
   if (cursor >= 0) headers["Last-Event-ID"] = String(cursor);
   const response = await fetch(url, { headers, signal, cache: "no-store", credentials: "same-origin" });
   if (!response.ok) {
-    const message = `${url} answered ${response.status}.`;
-    throw FATAL_STATUSES.has(response.status) ? new DeuzStreamError(message, { status: response.status }) : new Error(message);
+    response.body?.cancel().catch(() => {});
+    throw connectionError(response.status, `${url} answered`);
   }
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   try {
@@ -134,10 +159,7 @@ async function* socketMessages(url, cursor, signal) {
       if (!inbox.length) await new Promise((resolve) => (wake = resolve));
       const item = inbox.shift();
       if (item.aborted) return;
-      if (item.closed !== undefined) {
-        const message = `The WebSocket closed (${item.closed}).`;
-        throw FATAL_CLOSE_CODES.has(item.closed) ? new DeuzStreamError(message, { status: item.closed }) : new Error(message);
-      }
+      if (item.closed !== undefined) throw connectionError(item.closed, "The WebSocket closed with");
       const frame = JSON.parse(item.frame);
       yield frame.done ? { done: true } : { seq: frame.seq ?? null, part: frame.part };
     }
