@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 from django.db import DataError
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
@@ -48,8 +49,12 @@ def _www_authenticate(request: HttpRequest) -> str | None:
     return None
 
 
+@csrf_exempt  # it changes nothing, and answers every other method with a JSON 405 rather than a CSRF page
 async def run_events(request: HttpRequest, run_id: str):
     """Replay from the cursor (``Last-Event-ID`` or ``?cursor=``), tail the live run, continue a dead one."""
+    if request.method != "GET":
+        return JsonResponse({"detail": f'Method "{request.method[:20]}" not allowed.'}, status=405,  # DRF's words
+                            headers={"Allow": "GET"})
     raw_cursor = request.headers.get("Last-Event-ID") or request.GET.get("cursor")
     try:
         follow = await follow_open(run_id=run_id, cursor=raw_cursor, authenticate=_authenticator(request), kind="sse")
@@ -59,7 +64,7 @@ async def run_events(request: HttpRequest, run_id: str):
             response["WWW-Authenticate"] = challenge
         return response
     response = _EventStreamResponse(follow)
-    response["Cache-Control"] = "no-cache"
+    response["Cache-Control"] = "private, no-store"  # run data: never kept by a cache or a proxy
     response["X-Accel-Buffering"] = "no"  # proxies must not hold parts back
     return response
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
-from django.conf import settings
 from django.db import DataError, OperationalError, connection
 from rest_framework.test import APIClient
 
@@ -287,7 +286,7 @@ def _events(user, run_id: str) -> list[dict]:
     return parse_sse(like_daphne(scenario))
 
 
-def test_a_data_error_mid_stream_ends_with_a_redacted_error_part_and_done(monkeypatch, owner):
+def test_a_data_error_mid_stream_ends_with_a_redacted_error_part_and_done(monkeypatch, settings, owner):
     queued_run("doomed", owner)
     _failing_reads(monkeypatch, DataError(f"invalid byte sequence near {settings.SECRET_KEY}"))
     events = _events(owner, "doomed")
@@ -304,7 +303,7 @@ def test_a_lost_database_mid_stream_is_an_error_part_without_done_so_the_client_
     assert [event["data"]["error"]["name"] for event in events] == ["OperationalError"]
 
 
-def test_a_websocket_ends_a_data_error_with_a_redacted_error_frame_and_done(monkeypatch, owner):
+def test_a_websocket_ends_a_data_error_with_a_redacted_error_frame_and_done(monkeypatch, settings, owner):
     queued_run("doomed", owner)
     _failing_reads(monkeypatch, DataError(f"bad {settings.DEUZ_APPROVAL_SECRET}"))
     received, code = ws_follow("/ws/runs/doomed/", headers=[token_header(owner)])

@@ -100,6 +100,21 @@ def test_a_cursor_that_is_no_seq_is_a_400(client, user, cursor):
     assert (response.status_code, response.json()) == (400, {"detail": "The cursor must be a whole number of at least -1."})
 
 
+def test_the_stream_is_never_kept_by_a_cache(client, user):
+    client.force_login(user)
+    Run.objects.create(run_id="x", agent="reimbursement", input_messages="[]", created_by=user)
+    response = client.get("/api/runs/x/events/")
+    response.close()  # unread: gives the stream back
+    assert response["Cache-Control"] == "private, no-store"
+
+
+@pytest.mark.parametrize("method", ["post", "put", "delete", "head", "options"])
+def test_the_stream_answers_only_get(client, user, method):
+    client.force_login(user)
+    response = getattr(client, method)("/api/runs/x/events/")
+    assert (response.status_code, response["Allow"]) == (405, "GET")
+
+
 def test_a_last_event_id_with_a_nul_is_a_400(client, user):
     client.force_login(user)
     assert client.get("/api/runs/x/events/", headers={"Last-Event-ID": "3\x00"}).status_code == 400
