@@ -108,6 +108,12 @@ else:
 # How long a worker's claim on a run lasts before another worker may take it over.
 DEUZ_LEASE_SECONDS = env_int("DEUZ_LEASE_SECONDS", default=15, minimum=1)
 
+# Open streams (SSE and WebSocket) one user may hold per web process; one more answers 429 / closes 4429.
+DEUZ_MAX_STREAMS_PER_USER = env_int("DEUZ_MAX_STREAMS_PER_USER", default=20, minimum=1)
+
+# Database connections a web process's followers share, whatever their number (runs/follower_reads.py).
+DEUZ_FOLLOWER_DATABASE_THREADS = env_int("DEUZ_FOLLOWER_DATABASE_THREADS", default=4, minimum=1)
+
 # How long an approval request stays decidable after it is issued.
 DEUZ_APPROVAL_MAX_AGE_SECONDS = env_int("DEUZ_APPROVAL_MAX_AGE_SECONDS", default=86400, minimum=1)
 

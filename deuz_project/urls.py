@@ -2,7 +2,6 @@
 
 from django.contrib import admin
 from django.urls import include, path
-from django.views.decorators.http import require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from deuz_project import views
@@ -21,7 +20,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     # The stream is an async view (daphne keeps it open), apart from the DRF API.
-    path("api/runs/<str:run_id>/events/", require_safe(run_events), name="run-events"),
+    path("api/runs/<str:run_id>/events/", run_events, name="run-events"),  # answers its own 405 (JSON)
     path("runs/<str:run_id>/live/", run_live, name="run-live"),
     path("runs/", include("runs.urls")),
     path("console/", include("approvals.console.urls")),

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import os
 import re
 import threading
 import weakref
@@ -40,7 +39,9 @@ from runs.runtime.loops import error_part
 from runs.runtime.redact import redact
 from runs.runtime.types import StreamPart
 from runs.runtime.wire import DONE, IDLE, FollowState, JournalPage, follow_journal
+from runs.secrets import service_secrets
 from runs.services import run_claim
+from runs.stores import get_store
 
 __all__ = [
     "DEFAULT_MAX_STREAMS_PER_USER",
@@ -70,17 +71,12 @@ _continuations: set[asyncio.Task[None]] = set()
 
 
 def _journal_store():
-    """The journal store followers read (the one place it is built)."""
-    from runs.stores.journal import DatabaseStreamStateStore
-
-    return DatabaseStreamStateStore()
+    """The journal store followers read: the ``streams`` alias of DEUZ_STORES."""
+    return get_store("streams")
 
 
-def follower_secrets() -> tuple[str, ...]:
-    """Every secret value an error part or a log line of a follower must not carry."""
-    values = [settings.DEUZ_APPROVAL_SECRET, settings.SECRET_KEY, *settings.DEUZ_ENCRYPTION_KEYS]
-    values += [os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")]
-    return tuple(value for value in values if value)
+#: The secrets a follower redacts (runs.secrets, the one list).
+follower_secrets = service_secrets
 
 
 class FollowRefused(Exception):
@@ -263,14 +259,15 @@ class Follow:
 
     async def continue_run(self) -> None:
         """Claim the dead run exactly as a worker would (the lease is the one lock) and run its leg here."""
-        from runs.worker import Worker, worker_id_default
+        from runs.legs import leg_execute
+        from runs.worker import worker_id_default
 
         follower_id = f"{worker_id_default()}:{self.kind}"
         claims = await self._run(_claim, follower_id, self.run_id)
         if not claims:
             return  # another follower or a worker holds it now
         logger.info("Follower %s continues run %s (epoch %d).", follower_id, self.run_id, claims[0].epoch)
-        task = asyncio.get_running_loop().create_task(Worker(worker_id=follower_id).execute(claims[0]))
+        task = asyncio.get_running_loop().create_task(leg_execute(claims[0]))
         _continuations.add(task)
         task.add_done_callback(_continuations.discard)
 

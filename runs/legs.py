@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -46,6 +45,7 @@ from runs.runtime.redact import redact
 from runs.runtime.results import GenerateTextResult
 from runs.runtime.stores import SavedCheckpoint
 from runs.runtime.usage import empty_usage
+from runs.secrets import service_secrets
 from runs.selectors import run_latest_checkpoint_row
 from runs.services import Claim, run_cancel_requested, run_checkpoint_mirror, run_lease_renew, run_leg_finish
 from runs.stores import get_store
@@ -66,13 +66,8 @@ def _suspension_is_stored(run_id: str) -> bool:
     return latest is not None and latest.status == "suspended"
 
 
-def leg_secrets() -> tuple[str, ...]:
-    """Literal secret values no error part, log line or page may carry (extra model headers included: gateways
-    take their credentials there)."""
-    values = [settings.DEUZ_APPROVAL_SECRET, settings.SECRET_KEY, *settings.DEUZ_ENCRYPTION_KEYS]
-    values += [os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")]
-    values += list((settings.DEUZ_MODEL_EXTRA_HEADERS or {}).values())
-    return tuple(value for value in values if value)
+#: The secrets a leg redacts (runs.secrets, the one list).
+leg_secrets = service_secrets
 
 
 class _Resuspension:

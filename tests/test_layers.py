@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 RUNS_CORE = [
     "runs/access.py", "runs/effects.py", "runs/errors.py", "runs/fencing.py", "runs/journal.py", "runs/models.py",
-    "runs/notify.py", "runs/sealing.py", "runs/selectors.py", "runs/services.py", "runs/signals.py",
+    "runs/notify.py", "runs/sealing.py", "runs/secrets.py", "runs/selectors.py", "runs/services.py", "runs/signals.py",
     "runs/stores/__init__.py", "runs/stores/db.py", "runs/stores/journal.py", "runs/stores/memory.py",
 ]
 APPROVALS_CORE = [

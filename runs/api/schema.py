@@ -50,13 +50,6 @@ APPROVAL_ID_PATH = OpenApiParameter(
     OpenApiParameter.PATH,
     description="The pending approval request's approval_id, from the run's pending_approvals.",
 )
-# The events view reads any run id it is given, and answers one it cannot have as an unknown run (an error part).
-EVENTS_RUN_ID_PATH = OpenApiParameter(
-    "run_id",
-    {"type": "string", "minLength": 1},
-    OpenApiParameter.PATH,
-    description="The run's id; an unknown one is answered with one RunNotFound error part and [DONE].",
-)
 WWW_AUTHENTICATE = OpenApiParameter(
     "WWW-Authenticate",
     str,
@@ -104,11 +97,12 @@ class RunEventsSchemaApi(APIView):
             "start at 0 and are gapless across every leg. It replays from the cursor, then tails the live run, and "
             "continues a run whose producer is gone. `data: [DONE]` (without an id) ends a turn when the run is "
             "neither queued nor running; a store failure sends an error part and no `[DONE]`, so the client "
-            "reconnects with its cursor. An unknown run is one error part (RunNotFound) and `[DONE]`. Comments "
+            "reconnects with its cursor. A run that does not exist, or that the user may not read, is a 404 before "
+            "any event; past the per-user cap of open streams (DEUZ_MAX_STREAMS_PER_USER) a 429. Comments "
             "(`: keep-alive`) are sent while the run is idle."
         ),
         parameters=[
-            EVENTS_RUN_ID_PATH,
+            RUN_ID_PATH,
             OpenApiParameter(
                 "Last-Event-ID",
                 {"type": "string", "pattern": "^(-1|[0-9]+)?$"},
@@ -130,6 +124,9 @@ class RunEventsSchemaApi(APIView):
             ),
             400: OpenApiResponse(ErrorSerializer, description="The cursor is not a whole number of at least -1."),
             401: UNAUTHENTICATED,
+            404: OpenApiResponse(ErrorSerializer, description="No such run, or one the user may not read."),
+            429: OpenApiResponse(ErrorSerializer, description="The user has as many streams open as they may."),
+            503: OpenApiResponse(ErrorSerializer, description="The database cannot be reached; retry later."),
         },
     )
     def get(self, request: Any, run_id: str) -> Any:
@@ -143,7 +140,7 @@ def run_events_documented(endpoints: list[tuple]) -> list[tuple]:
     documented = [
         (path, path_regex, "GET", RunEventsSchemaApi.as_view())
         for path, path_regex, callback in _routes(get_resolver().url_patterns, prefix="")
-        if inspect.unwrap(callback) is run_events
+        if inspect.unwrap(callback) is inspect.unwrap(run_events)
     ]
     return [*endpoints, *documented]
 

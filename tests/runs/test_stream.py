@@ -80,7 +80,8 @@ def test_an_unknown_run_is_a_404_before_any_stream(client, user):
     assert (response.status_code, response.json()) == (404, {"detail": "No run 'nobody'."})
 
 
-@pytest.mark.parametrize("run_id", ["%00", "a%00b", "x" * 201, "%F0%9F%92%A5"])
+# A NUL anywhere in a path or query is refused at the edge (400, tests/test_hostile_input.py).
+@pytest.mark.parametrize("run_id", ["x" * 201, "%F0%9F%92%A5", "a%20b"])
 def test_a_run_id_no_run_can_have_is_a_404(client, user, run_id):
     client.force_login(user)
     response = client.get(f"/api/runs/{run_id}/events/")
@@ -92,7 +93,7 @@ def test_the_stream_needs_a_user(client):
     assert (response.status_code, response["WWW-Authenticate"]) == (401, "Token")
 
 
-@pytest.mark.parametrize("cursor", ["abc", "-2", "1.5", "%00", "1%00", "%201", "1e3", "9" * 19, "%D9%A3"])
+@pytest.mark.parametrize("cursor", ["abc", "-2", "1.5", "%201", "1e3", "9" * 19, "%D9%A3"])
 def test_a_cursor_that_is_no_seq_is_a_400(client, user, cursor):
     client.force_login(user)
     Run.objects.create(run_id="x", agent="reimbursement", input_messages="[]", created_by=user)
