@@ -72,9 +72,14 @@ class PrivateNoStoreMiddleware(_DualMiddleware):
 
 
 def nul_location(request: HttpRequest) -> str | None:
-    """Where the request carries a NUL character (the path, a query parameter, a page's form field), or None."""
+    """Where the request carries a NUL character (the path, a credential header or cookie, a query parameter, a
+    page's form field), or None. Credentials count: the token and session lookups would hit the database."""
     if _NUL in request.path:
         return "The path"
+    if _NUL in request.headers.get("Authorization", ""):
+        return "The Authorization header"
+    if any(_NUL in key or _NUL in value for key, value in request.COOKIES.items()):
+        return "A cookie"
     for key, values in request.GET.lists():
         if _NUL in key or any(_NUL in value for value in values):
             return _described("query parameter", key)

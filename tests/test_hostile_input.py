@@ -124,3 +124,18 @@ async def test_under_asgi_a_nul_in_an_api_query_parameter_answers_json_400(async
     response = await async_client.get("/api/runs/", {"agent": "\x00"})
     assert response.status_code == 400
     assert response.json()["detail"].startswith("The query parameter 'agent' contains a NUL")
+
+
+@pytest.mark.parametrize("path", ["/api/runs/", "/runs/"])
+def test_a_nul_in_the_authorization_header_is_refused_before_the_token_lookup(django_assert_num_queries, path):
+    with django_assert_num_queries(0):
+        response = Client().get(path, HTTP_AUTHORIZATION="Token a\x00b")
+    assert (response.status_code, "Authorization header contains a NUL" in response.content.decode()) == (400, True)
+
+
+def test_a_nul_in_a_cookie_is_refused_before_the_session_lookup(django_assert_num_queries):
+    client = Client()
+    client.cookies["sessionid"] = "abc\x00def"
+    with django_assert_num_queries(0):
+        response = client.get("/runs/")
+    assert response.status_code == 400
