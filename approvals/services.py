@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from approvals.access import REVIEWERS_GROUP, ROLE_PERMISSIONS, SUPPORT_GROUP
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
+from approvals.live import approvals_changed_on_commit
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_state, approval_suspension_is_settled
 from approvals.signing import approval_signer
@@ -143,9 +144,12 @@ def approval_checkpoint_saved(saved: SavedCheckpoint) -> None:
 
 def approval_requests_withdraw(*, run: Run, user: AbstractUser | None = None, **kwargs: object) -> int:
     """The run was cancelled: its open requests close as "cancelled with the run" (a run_cancelled receiver)."""
-    return ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
+    withdrawn = ApprovalRequest.objects.filter(run=run, status=ApprovalRequest.Status.PENDING).update(
         status=ApprovalRequest.Status.CANCELLED, decided_by=user, decided_at=timezone.now()
     )
+    if withdrawn:
+        approvals_changed_on_commit(run_pk=run.pk)
+    return withdrawn
 
 
 def approval_requests_record(*, revision: Checkpoint, requests: list[dict[str, Any]]) -> list[ApprovalRequest]:
@@ -178,17 +182,21 @@ def approval_requests_record(*, revision: Checkpoint, requests: list[dict[str, A
                 expires_at=issued_at + max_age,
             )
         )
+    approvals_changed_on_commit(run_pk=run_pk)
     return ApprovalRequest.objects.bulk_create(rows)
 
 
 def approval_requests_mark_used(*, after: Checkpoint) -> int:
     """Every approval of the run's earlier suspensions was settled by checkpoint ``after`` or before: their tokens
     cannot be used again."""
-    return (
+    used = (
         ApprovalRequest.objects.filter(run_id=after.run_id, status=ApprovalRequest.Status.APPROVED)
         .exclude(revision=after)
         .update(status=ApprovalRequest.Status.USED)
     )
+    if used:
+        approvals_changed_on_commit(run_pk=after.run_id)
+    return used
 
 
 def approval_decide(
@@ -225,6 +233,7 @@ def approval_decide(
             request.full_clean()
             request.save()
             _queue_when_settled(run, request.revision_id)
+        approvals_changed_on_commit(run_pk=run.pk)
     if expired:  # raised after commit, so the expiry itself is kept
         raise ApprovalNotDecidable("This request expired before it was decided.", status=ApprovalRequest.Status.EXPIRED)
     return request
@@ -258,4 +267,5 @@ def approval_expire_due() -> int:
             ):
                 count += 1
                 _queue_when_settled(request.run, request.revision_id)
+                approvals_changed_on_commit(run_pk=request.run_id)
     return count

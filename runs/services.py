@@ -25,7 +25,7 @@ from runs.models import Leg, Run
 from runs.notify import runs_notify
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint
-from runs.signals import run_cancelled
+from runs.signals import run_cancelled, run_status_changed_on_commit
 
 __all__ = [
     "Claim",
@@ -75,6 +75,7 @@ def run_start(
     except IntegrityError:
         raise RunAlreadyExists(run.run_id) from None
     transaction.on_commit(runs_notify)
+    run_status_changed_on_commit(run_pk=run.pk)
     return run
 
 
@@ -117,6 +118,7 @@ def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> l
             number = Leg.objects.filter(run_id=run.pk).count() + 1
             Leg.objects.create(run_id=run.pk, number=number, kind=kind, owner_epoch=epoch, worker_id=worker_id)
             claims.append(Claim(run.run_id, epoch, number, kind, run.cancel_requested))
+            run_status_changed_on_commit(run_pk=run.pk)
     return claims
 
 
@@ -195,6 +197,7 @@ def run_leg_finish(
     run.save(update_fields=["lease_expires_at", "worker_id", "finish_reason", "error", "status", "updated_at"])
     if run.status == Run.Status.QUEUED:
         transaction.on_commit(runs_notify)
+    run_status_changed_on_commit(run_pk=run.pk)
     return run
 
 
@@ -206,6 +209,7 @@ def run_queue_after_verdicts(*, run_pk: int) -> bool:
     )
     if queued:
         transaction.on_commit(runs_notify)
+        run_status_changed_on_commit(run_pk=run_pk)
     return bool(queued)
 
 
@@ -225,6 +229,7 @@ def run_cancel(*, run_id: str, user: AbstractBaseUser | None = None) -> Run:
     run.save(update_fields=["cancel_requested", "cancelled_by", "cancelled_at", "status", "finish_reason",
                             "updated_at"])
     run_cancelled.send(sender=Run, run=run, user=run.cancelled_by)
+    run_status_changed_on_commit(run_pk=run.pk)
     return run
 
 
@@ -240,6 +245,7 @@ def run_requeue(*, run_id: str) -> Run:
     run.error = ""
     run.save(update_fields=["status", "error", "updated_at"])
     transaction.on_commit(runs_notify)
+    run_status_changed_on_commit(run_pk=run.pk)
     return run
 
 
