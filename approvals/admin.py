@@ -6,11 +6,14 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.timesince import timesince, timeuntil
 
 from approvals.access import DECIDE_APPROVALS
 from approvals.errors import ApprovalError
 from approvals.models import ApprovalRequest
+from approvals.selectors import approval_state
 from approvals.services import approval_decide
 from runs.admin import ReadOnlyAdmin, token_preview
 from runs.presenters.timeline import verdict_label
@@ -22,7 +25,7 @@ ADMIN_REASON = "Decided in the admin"
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnlyAdmin):
     # Short columns, so the input and the agent path stay on screen at 1280 px (static/deuz/admin.css wraps them).
-    list_display = ["tool_name", "input_shown", "agent_path_shown", "run_shown", "verdict", "expires_at"]
+    list_display = ["tool_name", "input_shown", "agent_path_shown", "run_shown", "verdict", "expires_shown"]
     list_display_links = ["tool_name"]
     list_filter = ["status", "tool_name"]
     search_fields = ["run__run_id", "tool_name", "approval_id"]
@@ -54,6 +57,15 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
     @admin.display(description="what became of it", ordering="status")
     def verdict(self, request: ApprovalRequest) -> str:
         return verdict_label(request)
+
+    @admin.display(description="expires", ordering="expires_at")
+    def expires_shown(self, request: ApprovalRequest) -> str:
+        now, state = timezone.now(), approval_state(request)
+        if state == ApprovalRequest.Status.PENDING:
+            return f"in {timeuntil(request.expires_at, now)}"
+        if state == ApprovalRequest.Status.EXPIRED:
+            return f"expired {timesince(request.expires_at, now)} ago"
+        return "—"  # decided, superseded or withdrawn before it could expire
 
     @admin.display(description="tool input")
     def input_pretty(self, request: ApprovalRequest) -> str:

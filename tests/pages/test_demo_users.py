@@ -80,3 +80,21 @@ def test_a_demo_user_put_in_another_group_gets_its_own_groups_back(tmp_path):
     users["api-user"].user.groups.add(users["reviewer"].user.groups.get())
     demo_users_ensure(password_file=password_file)
     assert not approval_is_decidable_by(user=type(users["api-user"].user).objects.get(username="api-user"))
+
+
+def test_serve_prints_each_demo_login_and_where_it_goes(tmp_path):
+    from io import StringIO
+    from types import SimpleNamespace
+
+    from runs.management.commands.serve import Command
+
+    logins = demo_users_ensure(password_file=tmp_path / ".demo-logins")
+    command = Command(stdout=StringIO())
+    command.embedded_workers = 1
+    command._announce(SimpleNamespace(listening_addresses=[("127.0.0.1", 8123)]), "127.0.0.1", logins)
+    printed = command.stdout.getvalue()
+    assert "sign in at http://127.0.0.1:8123/accounts/login/" in printed
+    for login, goes_to in zip(logins, ["runs/", "runs/", "console/", "admin/"], strict=True):
+        line = next(line for line in printed.splitlines() if f"{login.user.get_username()} / {login.password}" in line)
+        assert line.endswith(f"goes to http://127.0.0.1:8123/{goes_to}"), line
+    assert "drf_create_token api-user" in printed

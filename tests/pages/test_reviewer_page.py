@@ -31,7 +31,7 @@ def section(html: str, heading_id: str) -> str:
 
 def test_the_page_says_who_started_the_run_and_what_they_asked(reviewer, suspended):
     html = section(reviewer.get(url(suspended)).content.decode(), "who-heading")
-    assert "Olga started the run with this request:" in html
+    assert "The run was started by olga with this request:" in html
     assert '<blockquote class="request">Reimburse exp-1042</blockquote>' in html
 
 
