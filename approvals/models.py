@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from runs.sealing import seal_value, unseal_value
+
 __all__ = ["ApprovalRequest"]
 
 
@@ -21,11 +23,15 @@ class ApprovalRequest(models.Model):
         CANCELLED = "cancelled", "Cancelled with the run"
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="approval_requests")
-    revision = models.ForeignKey("runs.Checkpoint", on_delete=models.CASCADE, related_name="approval_requests")
+    # The checkpoint that asked; emptied when retention prunes the run's checkpoints (the request stays as audit).
+    revision = models.ForeignKey(
+        "runs.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="approval_requests"
+    )
     approval_id = models.CharField(max_length=200)
     tool_call_id = models.CharField(max_length=200)
     tool_name = models.CharField(max_length=200)
-    tool_input = models.JSONField(default=dict)
+    # Codec JSON of the exact input, sealed like checkpoints (DEUZ_ENCRYPTION_KEYS); read it as ``tool_input``.
+    input_data = models.BinaryField(default=bytes, help_text="The tool input, sealed when encryption keys are set.")
     agent_path = models.JSONField(default=list, blank=True)
     token = models.TextField(help_text="The signed token handed to reviewers; a bearer credential for this call.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
@@ -44,6 +50,15 @@ class ApprovalRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} in {self.run.run_id} ({self.status})"
+
+    @property
+    def tool_input(self) -> dict:
+        """The exact input of the call this request gates."""
+        return unseal_value(self.input_data) if self.input_data else {}
+
+    @tool_input.setter
+    def tool_input(self, value: dict) -> None:
+        self.input_data = seal_value(value)
 
     def as_request(self) -> dict:
         """The ToolApprovalRequest dict this row stores, with its token."""

@@ -140,6 +140,24 @@ DEUZ_MODEL_TIMEOUT_SECONDS = env_float("DEUZ_MODEL_TIMEOUT_SECONDS", default=Non
 # The SDK's own quick retries of a failed model request (429, 5xx, connection), before the error reaches the run.
 DEUZ_MODEL_MAX_RETRIES = env_int("DEUZ_MODEL_MAX_RETRIES", default=2, minimum=0)
 
+# A run's own retries of a model call that failed transiently (rate limit, overload, 5xx, timeout, dropped
+# connection, stream cut) after the SDK's quick ones: the run goes back to the queue and a later leg resumes it
+# from its last checkpoint. At most this many retries in a row (a successful step resets the count), then the run
+# fails with the reason; 0 fails it at once. An agent can set its own (AgentDefinition.retry).
+DEUZ_MODEL_RETRY_ATTEMPTS = env_int("DEUZ_MODEL_RETRY_ATTEMPTS", default=5, minimum=0)
+
+# The wait before the first of those retries, in seconds; each next one doubles it, with jitter (between half
+# and all of it), so runs hit by the same outage do not come back at the same moment.
+DEUZ_MODEL_RETRY_BASE_SECONDS = env_float("DEUZ_MODEL_RETRY_BASE_SECONDS", default=2.0, minimum=0)
+
+# The longest wait before a retry, in seconds; the provider's retry-after is honoured up to it.
+DEUZ_MODEL_RETRY_MAX_SECONDS = env_float("DEUZ_MODEL_RETRY_MAX_SECONDS", default=300.0, minimum=0)
+if DEUZ_MODEL_RETRY_MAX_SECONDS < DEUZ_MODEL_RETRY_BASE_SECONDS:
+    raise ImproperlyConfigured(
+        f"DEUZ_MODEL_RETRY_MAX_SECONDS ({DEUZ_MODEL_RETRY_MAX_SECONDS:g}) must be at least "
+        f"DEUZ_MODEL_RETRY_BASE_SECONDS ({DEUZ_MODEL_RETRY_BASE_SECONDS:g})."
+    )
+
 # The model's output limit per step; unset: 8192 for Anthropic (which requires one), none sent to OpenAI.
 DEUZ_MODEL_MAX_TOKENS = env_optional_int("DEUZ_MODEL_MAX_TOKENS", minimum=1)
 

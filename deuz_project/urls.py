@@ -4,10 +4,12 @@ the home page."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.decorators.http import require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from deuz_project import views
 from deuz_project.accounts import SignInView
+from runs.api.schema import SCHEMA_SETTINGS
 from runs.streaming import run_events
 from runs.views import run_live
 
@@ -31,11 +33,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include(account_patterns)),
     # The stream is an async view (daphne keeps it open), apart from the DRF API.
-    path("api/runs/<str:run_id>/events/", run_events, name="run-events"),
+    path("api/runs/<str:run_id>/events/", require_safe(run_events), name="run-events"),
     path("runs/<str:run_id>/live/", run_live, name="run-live"),
     path("runs/", include("runs.urls")),
     path("console/", include("approvals.console.urls")),
     path("api/", include("runs.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", SpectacularAPIView.as_view(custom_settings=SCHEMA_SETTINGS), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]

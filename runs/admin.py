@@ -96,7 +96,8 @@ class RunAdmin(ReadOnlyAdmin):
     list_select_related = ["created_by"]
     fields = [
         "run_id", "agent", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
-        "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "created_by", "created_at", "updated_at",
+        "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "retry_at", "retry_attempt",
+        "retry_limit", "created_by", "created_at", "updated_at",
     ]
     inlines = [LegInline, EffectInline]
     actions = ["cancel_selected", "resume_selected"]

@@ -75,11 +75,15 @@ class JournalWriter:
             self.flush_sync()
         return self.last_seq
 
-    def end_leg_sync(self) -> int:
-        """Flush, then write the leg's terminal sentinel (after its last part)."""
+    def end_leg_sync(self, *, last_parts: list[dict[str, Any]] | tuple = ()) -> int:
+        """Flush, then write ``last_parts`` (the worker's own word on how the leg ended, e.g. a scheduled retry)
+        and the leg's terminal sentinel after them."""
         self.flush_all_sync()
         with self._lock:
-            return self.store.append(self.run_id, [], end_leg=True, first_seq=self._next_seq)
+            last = self.store.append(self.run_id, list(last_parts), end_leg=True, first_seq=self._next_seq)
+            if last_parts:
+                self.last_seq, self._next_seq = last, last + 1
+            return last
 
     async def run(self, done: asyncio.Event) -> None:
         """Flush every few milliseconds until ``done``; wake followers after each flush that wrote parts."""

@@ -17,6 +17,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
+from django.utils import timezone
 
 from approvals.selectors import (
     approval_suspension_is_settled,
@@ -25,10 +26,11 @@ from approvals.selectors import (
 )
 from approvals.services import approval_checkpoint_saved
 from approvals.signing import approval_signer
-from runs.agents import LegContext, agent_build
+from runs.agents import AgentDefinition, LegContext, agent_build
 from runs.faults import fault_probe
 from runs.journal import JournalWriter
 from runs.models import Run
+from runs.retries import RetryPlan, model_error_failure, retry_plan, retry_policy_default
 from runs.runtime import Deps, RunHalted
 from runs.runtime.codec import decode_value
 from runs.runtime.durable import (
@@ -38,23 +40,38 @@ from runs.runtime.durable import (
     StoreUnavailableError,
     resume_stream_from_checkpoint,
 )
+from runs.runtime.errors import ModelCallError
 from runs.runtime.loops import stream_chat
 from runs.runtime.redact import redact
 from runs.runtime.results import GenerateTextResult
 from runs.runtime.stores import SavedCheckpoint
 from runs.runtime.usage import empty_usage
+from runs.selectors import run_latest_checkpoint_row
 from runs.services import Claim, run_cancel_requested, run_checkpoint_mirror, run_lease_renew, run_leg_finish
 from runs.stores import get_store
 
-__all__ = ["leg_execute", "leg_secrets"]
+__all__ = ["SUSPENSION_NOT_STORED", "leg_execute", "leg_secrets"]
+
+SUSPENSION_NOT_STORED = (
+    "The run stopped for a reviewer's verdict, but its suspension could not be stored, so no request can be "
+    "decided; a person must check the run's last checkpoint and resume it (manage.py runs resume)."
+)
 
 logger = logging.getLogger("deuz.worker")
 
 
+def _suspension_is_stored(run_id: str) -> bool:
+    """True when the run's latest root checkpoint is the suspension the leg just ended with."""
+    latest = run_latest_checkpoint_row(run=Run.objects.get(run_id=run_id))
+    return latest is not None and latest.status == "suspended"
+
+
 def leg_secrets() -> tuple[str, ...]:
-    """Literal secret values no error part, log line or page may carry."""
+    """Literal secret values no error part, log line or page may carry (extra model headers included: gateways
+    take their credentials there)."""
     values = [settings.DEUZ_APPROVAL_SECRET, settings.SECRET_KEY, *settings.DEUZ_ENCRYPTION_KEYS]
     values += [os.environ.get(name, "") for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")]
+    values += list((settings.DEUZ_MODEL_EXTRA_HEADERS or {}).values())
     return tuple(value for value in values if value)
 
 
@@ -98,6 +115,8 @@ class _Leg:
         self.lost = asyncio.Event()  # another epoch owns the run: write nothing more
         self.signal = asyncio.Event()  # stop the runtime at its next await point
         self.writer = JournalWriter(run_id=claim.run_id, epoch=claim.epoch)
+        self.definition: AgentDefinition | None = None
+        self.last_parts: list[dict[str, Any]] = []  # the worker's own word on the leg, written before its sentinel
 
     def on_save(self, saved: SavedCheckpoint) -> None:
         """Inside every checkpoint's transaction: the journal first, then the run's mirror and approvals."""
@@ -109,6 +128,7 @@ class _Leg:
         claim = self.claim
         run = await Run.objects.aget(run_id=claim.run_id)
         definition = await sync_to_async(agent_build)(run.agent, leg=LegContext(run.run_id, claim.epoch, self.fault))
+        self.definition = definition
         store = get_store("sessions").fenced(run.run_id, claim.epoch, on_save=self.on_save)
         options = dict(
             model=definition.model,
@@ -122,8 +142,9 @@ class _Leg:
             deps=Deps(fault=self.fault, secrets=leg_secrets(), logger=logging.getLogger("deuz.runtime")),
         )
         if await store.aload(run.run_id) is None:
-            if claim.kind == "recovery":
-                # The dead leg streamed part of step 0 and saved nothing: followers must set that output aside.
+            if claim.kind in ("recovery", "retry"):
+                # The previous leg (dead, or failed on a model error) may have streamed part of step 0 and saved
+                # nothing: followers must set that output aside, as after any interrupted step.
                 self.writer.prefix = [{
                     "type": "recovery",
                     "restarted_step_index": 0,
@@ -167,13 +188,29 @@ class _Leg:
         if self.lost.is_set():
             return
         try:
-            await sync_to_async(self.writer.end_leg_sync)()
+            await sync_to_async(self.writer.end_leg_sync)(last_parts=self.last_parts)
         except OwnershipLostError:
             self.lost.set()
             return
         await self.writer.notify()
 
-    async def close(self, finish_reason: str, usage: dict, error: str) -> None:
+    async def after_model_error(self, exc: ModelCallError) -> tuple[str, str, RetryPlan | None]:
+        """The leg's finish reason, error and retry after a failed model call: a transient error with an attempt
+        left schedules a retry (its ``retry`` part goes last in the journal), anything else fails the run."""
+        policy = self.definition.retry if self.definition is not None else retry_policy_default()
+        row = await Run.objects.filter(run_id=self.claim.run_id).values("retry_attempt", "cancel_requested").afirst()
+        previous = row["retry_attempt"] if row else 0
+        secrets = leg_secrets()
+        if row is not None and row["cancel_requested"]:
+            return "aborted", redact(f"{exc.error_name}: {exc.message}", secrets), None  # it ends cancelled
+        plan = retry_plan(exc, policy=policy, previous_attempts=previous, now=timezone.now(), secrets=secrets)
+        if plan is None:
+            return "error", model_error_failure(exc, policy=policy, previous_attempts=previous, secrets=secrets), None
+        logger.warning("Leg %s of run %s: %s", self.claim.leg, self.claim.run_id, plan.description)
+        self.last_parts = [plan.part()]
+        return "retry", plan.description, plan
+
+    async def close(self, finish_reason: str, usage: dict, error: str, retry: RetryPlan | None = None) -> None:
         claim = self.claim
         if self.lost.is_set():
             logger.warning("Run %s is owned by a newer epoch than %d; this worker abandons it.", claim.run_id, claim.epoch)
@@ -181,7 +218,7 @@ class _Leg:
         try:
             await sync_to_async(run_leg_finish)(
                 run_id=claim.run_id, epoch=claim.epoch, leg=claim.leg, finish_reason=finish_reason, usage=usage,
-                error=error, is_suspension_settled=lambda run: approval_suspension_is_settled(run=run),
+                error=error, is_suspension_settled=lambda run: approval_suspension_is_settled(run=run), retry=retry,
             )
         except OwnershipLostError:
             logger.warning("Run %s was claimed by another worker before its leg closed; abandoned.", claim.run_id)
@@ -195,6 +232,7 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
     flushed = asyncio.Event()
     flusher = asyncio.create_task(leg.writer.run(flushed))
     finish_reason, usage, error = "error", {}, ""
+    model_error: ModelCallError | None = None
     try:
         stream = await leg.start()
         leg.writer.source = stream
@@ -202,8 +240,13 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
             pass  # the journal writer reads the part log; draining keeps the producer going
         result = await stream.result
         finish_reason, usage = result.finish_reason, result.usage
+        if finish_reason == "suspended" and not await sync_to_async(_suspension_is_stored)(claim.run_id):
+            # The runtime's saves are best effort, but a review nobody can see must not look like one.
+            finish_reason, error = "needs_review", SUSPENSION_NOT_STORED
     except OwnershipLostError:
         leg.lost.set()
+    except ModelCallError as exc:  # its error part is in the journal already; retried or failed below
+        model_error, usage = exc, dict(exc.usage or {})
     except (CheckpointCorruptError, RunHalted) as exc:
         finish_reason, error = "needs_review", redact(str(exc), leg_secrets())
     except (StoreUnavailableError, DatabaseError) as exc:
@@ -222,5 +265,11 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
     finally:
         keeper.cancel()
         flushed.set()
+    retry = None
+    if model_error is not None:
+        try:
+            finish_reason, error, retry = await leg.after_model_error(model_error)
+        except DatabaseError as exc:  # the run goes back to the queue as after any store outage
+            finish_reason, error = "aborted", redact(f"{type(exc).__name__}: {exc}", leg_secrets())
     await leg.end_journal(flusher)
-    await leg.close(finish_reason, usage, error)
+    await leg.close(finish_reason, usage, error, retry)

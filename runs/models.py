@@ -42,7 +42,19 @@ class Run(models.Model):
     step_index = models.IntegerField(default=-1, help_text="The last step a checkpoint closed; -1 before any.")
     usage = models.JSONField(default=_empty_usage, help_text="Cumulative over every leg.")
     finish_reason = models.CharField(max_length=30, blank=True)
-    error = models.TextField(blank=True, help_text="Why the run failed or needs review (no secrets).")
+    error = models.TextField(
+        blank=True, help_text="Why the run failed, needs review, or waits for a retry (no secrets)."
+    )
+    # Retries of transient model errors (runs.retries): the claim takes a queued run only once retry_at has come.
+    retry_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the scheduled retry of a failed model call may start."
+    )
+    retry_attempt = models.PositiveIntegerField(
+        default=0, help_text="Retries in a row of failed model calls; a successful step resets it to 0."
+    )
+    retry_limit = models.PositiveIntegerField(
+        default=0, help_text="How many retries in a row the agent's policy allowed when the last one was scheduled."
+    )
     # Ownership: a claim increments the epoch; writes are accepted only from the current epoch.
     owner_epoch = models.PositiveBigIntegerField(default=0)
     worker_id = models.CharField(max_length=200, blank=True)
@@ -53,6 +65,10 @@ class Run(models.Model):
         help_text="Who cancelled the run (empty for a system or an unknown caller).",
     )
     cancelled_at = models.DateTimeField(null=True, blank=True)
+    # Retention (`runs prune`): when the run's journal, checkpoints and messages were removed, and its recovery
+    # receipt as it stood then (JSON text), so `runs export` still answers.
+    pruned_at = models.DateTimeField(null=True, blank=True)
+    pruned_receipt = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -82,6 +98,7 @@ class Leg(models.Model):
         START = "start", "Start"
         VERDICT = "verdict", "After a verdict"
         RECOVERY = "recovery", "Recovery"
+        RETRY = "retry", "Retry after a model error"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="legs")
     number = models.PositiveIntegerField()

@@ -2,10 +2,10 @@
 
 from django.urls import path
 
-from approvals.live import LivePagesConsumer
+from approvals.consumers import LivePagesConsumer
 from runs.consumers import RunStreamConsumer
 
 websocket_urlpatterns = [
     path("ws/runs/<str:run_id>/", RunStreamConsumer.as_asgi()),
-    path("ws/live/", LivePagesConsumer.as_asgi()),  # pages that update themselves (approvals.live)
+    path("ws/live/", LivePagesConsumer.as_asgi()),  # pages that update themselves (approvals.consumers)
 ]

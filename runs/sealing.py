@@ -1,8 +1,11 @@
-"""Encryption at rest for checkpoint contents (DEUZ_ENCRYPTION_KEYS, Fernet with rotation)."""
+"""Encryption at rest for what runs hold (checkpoint contents, approval inputs): DEUZ_ENCRYPTION_KEYS, Fernet
+with rotation. ``seal_value`` stores any codec value losslessly on every database: the bytes are codec JSON,
+so a NUL character (which PostgreSQL's text and jsonb refuse) is kept as its JSON escape."""
 
 from __future__ import annotations
 
 import functools
+import json
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -11,7 +14,7 @@ from django.dispatch import receiver
 
 from runs.errors import SealedDataError
 
-__all__ = ["seal", "unseal"]
+__all__ = ["seal", "seal_value", "unseal", "unseal_value"]
 
 _PLAIN = b"p"
 _FERNET = b"f"
@@ -53,3 +56,16 @@ def unseal(stored: bytes | memoryview) -> bytes:
         return cipher.decrypt(body)
     except InvalidToken:
         raise SealedDataError("Checkpoint data cannot be decrypted with any key in DEUZ_ENCRYPTION_KEYS.") from None
+
+
+def seal_value(value: object) -> bytes:
+    """``value`` (any JSON-compatible value, bytes included) as sealed codec JSON."""
+    from runs.runtime.codec import encode_value
+
+    return seal(json.dumps(encode_value(value), ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode())
+
+
+def unseal_value(stored: bytes | memoryview) -> object:
+    from runs.runtime.codec import decode_value
+
+    return decode_value(json.loads(unseal(stored)))

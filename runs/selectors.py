@@ -37,13 +37,15 @@ def run_get(*, run_id: str) -> Run:
         raise RunNotFound(run_id) from None
 
 
-def run_list(*, status: str | None = None, agent: str | None = None) -> QuerySet[Run]:
-    """Runs, newest first, optionally filtered."""
+def run_list(*, status: str | None = None, agent: str | None = None, created_by: str | None = None) -> QuerySet[Run]:
+    """Runs, newest first, optionally filtered (``created_by`` is a username)."""
     runs = Run.objects.order_by("-created_at", "-id")
     if status:
         runs = runs.filter(status=status)
     if agent:
         runs = runs.filter(agent=agent)
+    if created_by:
+        runs = runs.filter(created_by__username=created_by)
     return runs
 
 

@@ -23,6 +23,7 @@ from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, StaleOwn
 from runs.fencing import OwnerFence
 from runs.models import Leg, Run
 from runs.notify import runs_notify
+from runs.retries import RetryPlan
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint
 from runs.signals import run_cancelled, run_status_changed_on_commit
@@ -86,14 +87,16 @@ def _token() -> str:
 
 
 def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> list[Claim]:
-    """Take up to ``limit`` runs that need a leg: queued ones, and running ones whose lease lapsed.
+    """Take up to ``limit`` runs that need a leg: queued ones (a scheduled retry once its ``retry_at`` has come),
+    and running ones whose lease lapsed.
 
     A claim increments the owner epoch, so the previous owner's writes are rejected from now on.
     PostgreSQL skips rows another worker is claiming; SQLite serializes writers, and the epoch
     compare-and-set keeps either correct.
     """
     now = timezone.now()
-    claimable = Q(status=Run.Status.QUEUED, cancel_requested=False) | Q(
+    is_due = Q(retry_at__isnull=True) | Q(retry_at__lte=now)
+    claimable = (Q(status=Run.Status.QUEUED, cancel_requested=False) & is_due) | Q(
         status=Run.Status.RUNNING, lease_expires_at__lt=now
     )
     claims = []
@@ -103,7 +106,8 @@ def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> l
             candidates = candidates.filter(run_id=run_id)
         if connection.vendor == "postgresql":
             candidates = candidates.select_for_update(skip_locked=True)
-        for run in candidates.only("id", "run_id", "status", "owner_epoch", "cancel_requested")[:limit]:
+        fields = ("id", "run_id", "status", "owner_epoch", "cancel_requested", "step_index", "retry_attempt")
+        for run in candidates.only(*fields)[:limit]:
             epoch = run.owner_epoch + 1
             kind = _leg_kind(run)
             taken = Run.objects.filter(pk=run.pk, owner_epoch=run.owner_epoch).update(
@@ -125,6 +129,8 @@ def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> l
 def _leg_kind(run: Run) -> str:
     if run.status == Run.Status.RUNNING:
         return Leg.Kind.RECOVERY  # its owner's lease lapsed: the owner died or hung
+    if run.retry_attempt > 0:
+        return Leg.Kind.RETRY  # the last leg's model call failed transiently and scheduled this one
     if run.step_index >= 0 or Leg.objects.filter(run_id=run.pk).exists():
         return Leg.Kind.VERDICT
     return Leg.Kind.START
@@ -147,12 +153,13 @@ def run_cancel_requested(*, run_id: str) -> bool:
 def run_checkpoint_mirror(saved: SavedCheckpoint) -> None:
     """The run row mirrors its latest root checkpoint's step and cumulative usage (a leg's save hook, inside the
     fenced save). Its status stays: the run becomes suspended when the leg closes, after the journal has every
-    part of the leg, so a follower that sees "suspended" finds the approval requests."""
+    part of the leg, so a follower that sees "suspended" finds the approval requests. A checkpoint is a step that
+    succeeded, so the count of retries in a row starts again."""
     if not saved.is_root:
         return
     checkpoint = saved.checkpoint
     Run.objects.filter(pk=saved.revision.run_id).update(
-        step_index=checkpoint["step_index"], usage=dict(checkpoint["usage"])
+        step_index=checkpoint["step_index"], usage=dict(checkpoint["usage"]), retry_attempt=0, retry_at=None
     )
 
 
@@ -166,10 +173,14 @@ def run_leg_finish(
     usage: dict[str, Any],
     error: str = "",
     is_suspension_settled: Callable[[Run], bool] = lambda run: False,
+    retry: RetryPlan | None = None,
 ) -> Run:
     """Close a leg and release the lease. A suspended run keeps waiting unless ``is_suspension_settled`` (asked
-    with the run's row locked) says every verdict came in while the leg was closing; the others end completed,
-    cancelled, failed or needs_review."""
+    with the run's row locked) says every verdict came in while the leg was closing; a leg that ends with
+    ``finish_reason="retry"`` queues the run again for ``retry`` (its retry_at, attempt and limit); the others end
+    completed, cancelled, failed or needs_review."""
+    if (finish_reason == "retry") != (retry is not None):
+        raise ValueError("A retry plan goes with finish_reason 'retry', and only with it.")
     OwnerFence(run_id, epoch).hold()
     run = Run.objects.get(run_id=run_id)
     Leg.objects.filter(run=run, number=leg).update(
@@ -188,13 +199,18 @@ def run_leg_finish(
             run.status = Run.Status.SUSPENDED
     elif finish_reason == "aborted":
         run.status = Run.Status.CANCELLED if run.cancel_requested else Run.Status.QUEUED
+    elif finish_reason == "retry":
+        run.status = Run.Status.CANCELLED if run.cancel_requested else Run.Status.QUEUED
+        run.retry_at, run.retry_attempt, run.retry_limit = retry.retry_at, retry.attempt, retry.limit
     elif finish_reason == "error":
         run.status = Run.Status.FAILED
+        run.retry_at = None
     elif finish_reason == "needs_review":
         run.status = Run.Status.NEEDS_REVIEW
     else:  # stop, stop-condition, max-steps
         run.status = Run.Status.COMPLETED
-    run.save(update_fields=["lease_expires_at", "worker_id", "finish_reason", "error", "status", "updated_at"])
+    run.save(update_fields=["lease_expires_at", "worker_id", "finish_reason", "error", "status", "retry_at",
+                            "retry_attempt", "retry_limit", "updated_at"])
     if run.status == Run.Status.QUEUED:
         transaction.on_commit(runs_notify)
     run_status_changed_on_commit(run_pk=run.pk)
@@ -235,7 +251,8 @@ def run_cancel(*, run_id: str, user: AbstractBaseUser | None = None) -> Run:
 
 @transaction.atomic
 def run_requeue(*, run_id: str) -> Run:
-    """Queue another leg for a run that failed or needs review (an operator's `runs resume`)."""
+    """Queue another leg for a run that failed or needs review (an operator's `runs resume`), with the model
+    retries counted afresh."""
     run = _run_locked(run_id)
     if run.status not in {Run.Status.FAILED, Run.Status.NEEDS_REVIEW}:
         raise RunNotResumable(
@@ -243,7 +260,8 @@ def run_requeue(*, run_id: str) -> Run:
         )
     run.status = Run.Status.QUEUED
     run.error = ""
-    run.save(update_fields=["status", "error", "updated_at"])
+    run.retry_at, run.retry_attempt = None, 0
+    run.save(update_fields=["status", "error", "retry_at", "retry_attempt", "updated_at"])
     transaction.on_commit(runs_notify)
     run_status_changed_on_commit(run_pk=run.pk)
     return run

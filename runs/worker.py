@@ -17,6 +17,7 @@ from approvals.services import approval_expire_due
 from runs.faults import fault_probe
 from runs.legs import leg_execute
 from runs.notify import runs_listen
+from runs.runtime.providers import aclose_clients
 from runs.services import Claim, run_claim
 
 __all__ = ["EmbeddedWorkers", "Worker", "run_worker", "worker_id_default"]
@@ -42,7 +43,8 @@ class Worker:
         self.fault = fault_probe(settings.DEUZ_FAULT)
 
     async def run(self) -> None:
-        """Claim and execute until ``stop()``; active legs are aborted then and their runs queued again."""
+        """Claim and execute until ``stop()``; active legs are aborted then and their runs queued again, and the
+        model clients of this event loop are closed."""
         logger.info("Worker %s started (concurrency %d).", self.worker_id, self.concurrency)
         wake = asyncio.Event()
         listener = asyncio.create_task(runs_listen(wake)) if connection.vendor == "postgresql" else None
@@ -76,6 +78,10 @@ class Worker:
         for task in list(self.active.values()):
             task.cancel()
         await asyncio.gather(*self.active.values(), return_exceptions=True)
+        try:
+            await aclose_clients()
+        except Exception as exc:  # a connection that will not close cleanly must not keep the worker from stopping
+            logger.warning("Closing the model clients failed (%s).", type(exc).__name__)
         logger.info("Worker %s stopped.", self.worker_id)
 
     def stop(self) -> None:

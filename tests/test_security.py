@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 
 from approvals.models import ApprovalRequest
-from runs.services import run_start
 from tests.csp import csp_policy, csp_problems
+from tests.factories import make_suspended_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,9 +22,7 @@ def enforced_csp(settings):
 @pytest.fixture
 def suspended(drain_runs) -> ApprovalRequest:
     """A reimbursement run waiting for its payment's approval."""
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="r1")
-    drain_runs()
-    return ApprovalRequest.objects.get(run__run_id="r1")
+    return make_suspended_run(drain_runs, "r1")
 
 
 @pytest.fixture

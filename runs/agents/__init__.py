@@ -13,13 +13,15 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from runs.errors import UnknownAgent
+from runs.retries import RetryPolicy, retry_policy_default
 
 __all__ = ["AgentDefinition", "LegContext", "agent_build", "agent_get", "agent_names", "db_tool"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class AgentDefinition:
-    """What a leg needs to run an agent. With no ``approve_tool_call``, gated calls wait for reviewers."""
+    """What a leg needs to run an agent. With no ``approve_tool_call``, gated calls wait for reviewers; ``retry``
+    says how transient model errors are retried (default: the DEUZ_MODEL_RETRY_* settings at build time)."""
 
     name: str
     model: Any
@@ -28,6 +30,7 @@ class AgentDefinition:
     system: str | None = None
     description: str = ""
     approve_tool_call: Callable[[dict[str, Any]], Any] | None = None
+    retry: RetryPolicy = field(default_factory=retry_policy_default)
 
 
 def db_tool(execute: Callable[[dict[str, Any], Any], Any]) -> Callable[[dict[str, Any], Any], Any]:

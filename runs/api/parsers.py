@@ -1,7 +1,10 @@
-"""The API's only parser: JSON bounded in size and shape, so no request body can make a view fail with a 500."""
+"""The API's only parser: JSON bounded in size and shape, so no request body can make a view fail with a 500;
+and the request class that hands it bodies sent without a Content-Length (Transfer-Encoding: chunked).
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from typing import Any
@@ -9,8 +12,9 @@ from typing import Any
 from django.http import HttpRequest
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser, get_encoding
+from rest_framework.request import Request
 
-__all__ = ["BoundedJSONParser", "MAX_JSON_DEPTH"]
+__all__ = ["BoundedJSONParser", "ChunkedBodyRequest", "MAX_JSON_DEPTH"]
 
 #: The deepest nesting of arrays and objects a body may have. Messages need about six levels; tool inputs a
 #: few more. Deeper bodies are refused here because code that walks them recursively would overflow the stack.
@@ -69,3 +73,24 @@ def _check_text(text: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise ParseError("JSON parse error - a string holds a lone surrogate escape (not valid Unicode).") from None
+
+
+class ChunkedBodyRequest(Request):
+    """A DRF Request that also parses a body sent with ``Transfer-Encoding: chunked`` and no Content-Length.
+
+    DRF takes a missing Content-Length for "no body" and never calls a parser, so a chunked POST was answered as
+    if it were empty (400), and a large one was not refused (400 instead of 413). Under daphne, Django's ASGI
+    handler has buffered the whole body by then, and ``HttpRequest.body`` checks the buffered size against
+    DATA_UPLOAD_MAX_MEMORY_SIZE, so handing the request to the parser gives the body's own answer, or 413.
+    (Under WSGI, Django reads no more than Content-Length: a WSGI server must set it.)
+    """
+
+    def _load_stream(self) -> None:
+        super()._load_stream()
+        if self._stream is None and _is_chunked(self._request):
+            self._stream = self._request if not self._request._read_started else io.BytesIO(self._request.body)
+
+
+def _is_chunked(request: HttpRequest) -> bool:
+    encoding = request.META.get("HTTP_TRANSFER_ENCODING", "")
+    return not request.META.get("CONTENT_LENGTH") and "chunked" in encoding.lower()

@@ -73,6 +73,9 @@ def run_outcome(run: Run, *, state: PeopleState, effects: list[Effect],
     if run.status == Run.Status.CANCELLED:
         who = run.cancelled_by.get_username() if run.cancelled_by else "an operator"
         return Outcome("cancelled", f"Cancelled by {who}")
+    if state.key == "retry_scheduled" and run.retry_at is not None:
+        return Outcome("retry_scheduled", f"Retry scheduled at {run.retry_at:%H:%M:%S} UTC, attempt {run.retry_attempt} "
+                                          f"of {run.retry_limit}")
     return Outcome(state.key, state.label)
 
 

@@ -1,5 +1,5 @@
 """A run's progress read from its journal (the resumable wire), as events a terminal prints: closed steps,
-live text, tool calls and results, approval requests, recovery, errors (`runs follow`)."""
+live text, tool calls and results, approval requests, recovery, errors, scheduled retries (`runs follow`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["JournalProgress", "ProgressEvent"]
 class ProgressEvent:
     """One line of `runs follow`: a closed step, an assistant's text or tool call, a new approval request."""
 
-    kind: str  # step | delta | tool_call | tool_result | approval | recovery | error
+    kind: str  # step | delta | tool_call | tool_result | approval | recovery | error | retry
     step_index: int | None = None
     status: str = ""
     text: str = ""
@@ -64,4 +64,6 @@ def _progress_event(part: dict[str, Any]) -> ProgressEvent | None:
     if kind == "error":
         error = part.get("error") or {}
         return ProgressEvent("error", text=f"{error.get('name')}: {error.get('message')}")
+    if kind == "retry":  # written by the worker (runs.retries), after the error part of a transient model failure
+        return ProgressEvent("retry", text=part.get("message", ""))
     return None

@@ -76,7 +76,7 @@ def run_receipt(run: Run) -> dict[str, Any]:
                 "tool_name": request.tool_name,
                 "input": request.tool_input,
                 "agent_path": list(request.agent_path or []),
-                "revision": request.revision.step_id,
+                "revision": request.revision.step_id if request.revision else None,
                 "status": request.status,
                 "issued_at": _iso(request.issued_at),
                 "expires_at": _iso(request.expires_at),

@@ -57,6 +57,7 @@ def run_people_state(
     legs = list(run_leg_list(run=run)) if legs is None else legs
     effects = list(run_effect_rows(run=run)) if effects is None else effects
     recovered = any(leg.kind == Leg.Kind.RECOVERY for leg in legs)
+    retried = sum(leg.finish_reason == "retry" for leg in legs)
     is_unsettled = any(effect.status in {Effect.Status.INTENT, Effect.Status.UNKNOWN} for effect in effects)
     owner_now = f"worker {run.worker_id or '-'} (owner epoch {run.owner_epoch})"
     Status = Run.Status
@@ -65,6 +66,13 @@ def run_people_state(
             key, label, why = "queued", "Queued", "The run waits for a worker to claim it."
         elif legs[-1].finish_reason == "suspended":
             key, label, why = "resuming", "Resuming after a verdict", "Every request has a verdict; a worker resumes it."
+        elif legs[-1].finish_reason == "retry" and run.retry_at is not None:
+            # run.error reads "Retry scheduled at ..., attempt k of n: why" (runs.retries.RetryPlan.description).
+            key, label = "retry_scheduled", "Retry scheduled"
+            why = run.error or (
+                f"Retry scheduled at {run.retry_at:%Y-%m-%d %H:%M:%S} UTC, "
+                f"attempt {run.retry_attempt} of {run.retry_limit}."
+            )
         else:
             key, label, why = "retry_scheduled", "Retry scheduled", "Its last leg stopped early; another leg is queued."
         owner, action = "No owner: waiting for a worker", "Follow it live; it can still be cancelled."
@@ -80,6 +88,13 @@ def run_people_state(
         elif legs and legs[-1].kind == Leg.Kind.RECOVERY:
             key, label, why = "recovering", "Recovering", "A new owner resumed the run from its last checkpoint."
             action = "Follow it live."
+        elif legs and legs[-1].kind == Leg.Kind.RETRY and run.retry_attempt:
+            key, label = "retrying", "Retrying"
+            why = (
+                f"Attempt {run.retry_attempt} of {run.retry_limit} after a transient model error; the run resumed "
+                "from its last checkpoint."
+            )
+            action = "Follow it live; it can be cancelled."
         else:
             key, label, why = "running", "Running", "A worker is running the agent."
             action = "Follow it live; it can be cancelled."
@@ -94,6 +109,8 @@ def run_people_state(
             "A worker stopped mid-run; a new owner resumed from the last checkpoint and finished."
             if recovered else "The agent finished."
         )
+        if retried:
+            why += f" Model calls that failed transiently were retried {retried} time{'s' if retried != 1 else ''}."
         owner, action = "No owner: the run is finished", "None. Its recovery receipt: manage.py runs export."
     elif run.status == Status.FAILED:
         key, label, why = "failed", "Failed", run.error or "No reason was recorded."

@@ -50,7 +50,8 @@ Verdict = ApprovalRequest.Status
 @dataclass(frozen=True)
 class RunStep:
     """One semantic step of a run's timeline: proposed, approved (or denied, expired...), attempted, reconciled,
-    verified, a cancel, or the run's end; ``agent_path`` names the sub-agent it happened in (empty: the run)."""
+    verified, a retry scheduled after a model error, a cancel, or the run's end; ``agent_path`` names the
+    sub-agent it happened in (empty: the run)."""
 
     kind: str
     title: str
@@ -66,8 +67,10 @@ def _who(user: Any, default: str = "the system") -> str:
 def _request_steps(request: ApprovalRequest) -> list[RunStep]:
     """A request's proposal and, once it has one, its verdict (approved, denied, expired, superseded, withdrawn)."""
     path = tuple(request.agent_path or ())
-    steps = [RunStep("proposed", f"Proposed: {request.tool_name}",
-                     f"at step {request.revision.step_index}, waiting for a reviewer", request.issued_at, path)]
+    # The revision is emptied when retention prunes the run's checkpoints; the request stays as the audit.
+    at_step = f"at step {request.revision.step_index}, " if request.revision is not None else ""
+    steps = [RunStep("proposed", f"Proposed: {request.tool_name}", f"{at_step}waiting for a reviewer",
+                     request.issued_at, path)]
     status, who = request.status, _who(request.decided_by)
     reason = f": {request.reason}" if request.reason else ""
     if status in {Verdict.APPROVED, Verdict.USED}:
@@ -132,11 +135,12 @@ def _run_end_steps(run: Run) -> list[RunStep]:
     return steps
 
 
-def run_step_list(*, run: Run, requests: list[ApprovalRequest] | None = None,
-                  effects: list[Effect] | None = None) -> list[RunStep]:
-    """The run's semantic steps in the order they happened, from its approval requests, effects and row."""
+def run_step_list(*, run: Run, requests: list[ApprovalRequest] | None = None, effects: list[Effect] | None = None,
+                  legs: list[Leg] | None = None) -> list[RunStep]:
+    """The run's semantic steps in the order they happened, from its approval requests, effects, legs and row."""
     requests = approval_run_list(run=run) if requests is None else requests
     effects = list(run_effect_rows(run=run)) if effects is None else effects
+    legs = list(run_leg_list(run=run)) if legs is None else legs
     paths = {request.tool_call_id: tuple(request.agent_path or ()) for request in requests}
     by_call: dict[str, list[Effect]] = defaultdict(list)
     for effect in effects:
@@ -152,6 +156,9 @@ def run_step_list(*, run: Run, requests: list[ApprovalRequest] | None = None,
     for effect in effects:
         if effect.tool_call_id not in placed:
             steps.extend(_effect_steps(effect))
+    for leg in legs:
+        if leg.finish_reason == "retry":  # its error is "Retry scheduled at ..., attempt k of n: why"
+            steps.append(RunStep("retry_scheduled", "Retry scheduled", leg.error, leg.ended_at))
     steps.extend(_run_end_steps(run))
     return _in_time_order(steps)
 
@@ -384,7 +391,7 @@ def run_page_get(*, run_id: str | None = None, run: Run | None = None) -> RunPag
         state=state,
         outcome=run_outcome(run, state=state, effects=effects, requests=requests),
         request_text=run_first_request(run),
-        steps=run_step_list(run=run, requests=requests, effects=effects),
+        steps=run_step_list(run=run, requests=requests, effects=effects, legs=legs),
         story=_story(run, histories, requests, effects),
         legs=legs,
         effects=effects,

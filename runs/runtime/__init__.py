@@ -7,6 +7,7 @@ from .engine import PrepareStepContext
 from .errors import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
+    ModelCallError,
     OwnershipLostError,
     RunError,
     RunHalted,
@@ -37,6 +38,7 @@ __all__ = [
     "GenerateTextResult",
     "LanguageModel",
     "Message",
+    "ModelCallError",
     "OwnershipLostError",
     "PrepareStepContext",
     "RunError",

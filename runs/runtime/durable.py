@@ -9,7 +9,14 @@ from .errors import CheckpointCorruptError, CheckpointNotFoundError, OwnershipLo
 from .loops import load_checkpoint
 from .resume import resume_from_checkpoint, resume_stream_from_checkpoint
 from .signer import ApprovalSigner, create_approval_signer
-from .stores import InMemorySessionStore, SessionStore, create_in_memory_session_store
+from .stores import (
+    InMemorySessionStore,
+    OwnedSessionStore,
+    SavedCheckpoint,
+    SaveHook,
+    SessionStore,
+    create_in_memory_session_store,
+)
 from .subagents import child_run_id
 from .types import AgentCheckpoint, ToolApprovalRequest, ToolApprovalResponse
 from .wire import (
@@ -18,6 +25,7 @@ from .wire import (
     FollowState,
     InMemoryStreamStateStore,
     JournalPage,
+    OwnedStreamStateStore,
     StreamStateStore,
     create_in_memory_stream_state_store,
     follow_journal,
@@ -31,6 +39,10 @@ __all__ = [
     "IDLE",
     "InMemoryStreamStateStore",
     "JournalPage",
+    "OwnedSessionStore",
+    "OwnedStreamStateStore",
+    "SaveHook",
+    "SavedCheckpoint",
     "StreamStateStore",
     "create_in_memory_stream_state_store",
     "follow_journal",

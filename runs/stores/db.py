@@ -55,7 +55,7 @@ class DatabaseSessionStore:
     def fenced(self, run_id: str, epoch: int, *, on_save: SaveHook | None = None) -> DatabaseSessionStore:
         """This store for the worker that owns ``run_id`` at ``epoch``; ``on_save`` runs inside every save's
         transaction (the leg flushes its journal there, so a checkpoint never gets ahead of the wire)."""
-        return DatabaseSessionStore(fence=OwnerFence(run_id, epoch), on_save=on_save)
+        return type(self)(fence=OwnerFence(run_id, epoch), on_save=on_save)
 
     # The SessionStore protocol: sync callers get results, async callers get awaitables.
 

@@ -1,5 +1,6 @@
 """In-memory back ends: the runtime's reference stores, for tests and demos (not production)."""
 
 from runs.runtime.stores import InMemorySessionStore
+from runs.runtime.wire import InMemoryStreamStateStore
 
-__all__ = ["InMemorySessionStore"]
+__all__ = ["InMemorySessionStore", "InMemoryStreamStateStore"]

@@ -163,14 +163,15 @@ def test_an_outsider_without_the_reviewer_permission_gets_403(start_suspended, o
     assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.PENDING
 
 
-def test_an_outsider_may_still_read_the_run(start_suspended, outsider_client):
+def test_an_outsider_is_told_another_users_run_does_not_exist(start_suspended, outsider_client):
     start_suspended("r-1")
-    assert outsider_client.get("/api/runs/r-1/").json()["status"] == "suspended"
+    response = outsider_client.get("/api/runs/r-1/")
+    assert (response.status_code, response.json()["detail"]) == (404, "No run 'r-1'.")
 
 
 def test_an_anonymous_verdict_is_refused(start_suspended, anonymous_client):
     request = pending_of(start_suspended("r-1"))
-    assert decide(anonymous_client, "r-1", request).status_code in (401, 403)
+    assert decide(anonymous_client, "r-1", request).status_code == 401
     assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.PENDING
 
 

@@ -9,10 +9,11 @@ from django.utils import timezone
 
 from approvals.errors import ApprovalNotDecidable, ApprovalTokenInvalid
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide, approval_expire_due, approval_requests_record
+from approvals.services import approval_expire_due, approval_requests_record
 from runs.models import Checkpoint, Effect, Run
 from runs.runtime.durable import create_approval_signer
 from runs.services import run_start
+from tests.factories import make_suspended_run, verdict
 from runs.stores.db import DatabaseSessionStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,15 +22,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def suspended(drain_runs):
     """A reimbursement run waiting for its payment's approval."""
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="r1")
-    drain_runs()
-    return ApprovalRequest.objects.get(run__run_id="r1")
+    return make_suspended_run(drain_runs, "r1")
 
 
 def decide(request, approved=True, **overrides):
-    options = dict(run_id=request.run.run_id, approval_id=request.approval_id, approved=approved, token=request.token,
-                   user=None)
-    return approval_decide(**{**options, **overrides})
+    return verdict(request, approved=approved, **overrides)
 
 
 def final_text(run_id):

@@ -176,6 +176,12 @@ def test_a_denial_and_its_reason_reach_the_transcript_and_the_run_list_live(serv
     wait(browser, lambda driver: text_of(driver, "#run-status") == "Waiting for review: pay_expense.")
 
     browser.switch_to.new_window("tab")
+    timeline = browser.current_window_handle
+    browser.get(f"{server}runs/people-2/")
+    wait_live(browser)
+    assert browser.find_element(By.ID, "state-box").get_attribute("data-state") == "waiting"
+
+    browser.switch_to.new_window("tab")
     browser.get(f"{server}console/people-2/{request.approval_id}/")
     browser.find_element(By.ID, "reason").send_keys("Duplicate of exp-1041")
     browser.find_element(By.CSS_SELECTOR, "button.danger").click()
@@ -193,6 +199,10 @@ def test_a_denial_and_its_reason_reach_the_transcript_and_the_run_list_live(serv
         node.get_attribute("textContent") for node in browser.find_elements(By.CSS_SELECTOR, "p.assistant-text")
     ][-1]
     shot(browser, "live-transcript-denied")
+
+    browser.switch_to.window(timeline)  # the run's page changed state on its own too
+    wait(browser, lambda driver: driver.find_element(By.ID, "state-box").get_attribute("data-state") == "completed")
+    assert "Denied: pay_expense: by rita: Duplicate of exp-1041" in " ".join(text_of(browser, "ol.steps").split())
 
     browser.switch_to.window(run_list)
     wait(browser, lambda driver: "Denied: pay_expense by rita (Duplicate of exp-1041)" in text_of(driver, row))

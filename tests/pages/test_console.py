@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from runs.models import Effect, Run
-from runs.services import run_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

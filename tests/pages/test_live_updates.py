@@ -8,7 +8,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from approvals.live import LivePagesConsumer
+from approvals.consumers import LivePagesConsumer
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, approval_requests_withdraw
 from runs.models import Run

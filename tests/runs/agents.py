@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from runs.agents import AgentDefinition
+from runs.retries import RetryPolicy
 from runs.runtime import tool
 from runs.runtime.testing import ScriptedModel
 
@@ -12,10 +13,11 @@ def _explode(request):
 
 
 def broken_agent(*, leg=None) -> AgentDefinition:
-    """Streams one step, then its model fails."""
+    """Streams one step, then its model fails; with no retries, so its run fails at once."""
     return AgentDefinition(
         name="broken",
         max_steps=3,
+        retry=RetryPolicy(attempts=0),
         model=ScriptedModel([
             {"content": [{"type": "text", "text": "Working on it."},
                          {"type": "tool_call", "tool_name": "noop", "input": {}}]},

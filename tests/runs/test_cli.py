@@ -11,9 +11,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
 from runs.models import Run
 from runs.services import run_start
+from tests.factories import make_paid_run, make_suspended_run
 
 
 def _runs(*args: str) -> str:
@@ -28,19 +28,12 @@ def _start(run_id: str, agent: str = "reimbursement") -> None:
 
 @pytest.fixture
 def suspended_run(drain_runs) -> Run:
-    _start("r-wait")
-    drain_runs()
-    return Run.objects.get(run_id="r-wait")
+    return make_suspended_run(drain_runs, "r-wait").run
 
 
 @pytest.fixture
 def paid_run(drain_runs) -> Run:
-    _start("r-paid")
-    drain_runs()
-    request = ApprovalRequest.objects.get(run__run_id="r-paid")
-    approval_decide(run_id="r-paid", approval_id=request.approval_id, approved=True, token=request.token, user=None)
-    drain_runs()
-    return Run.objects.get(run_id="r-paid")
+    return make_paid_run(drain_runs, "r-paid")
 
 
 def _rows(output: str) -> dict[str, list[str]]:

@@ -6,9 +6,10 @@ import pytest
 from cryptography.fernet import Fernet
 
 from runs.errors import SealedDataError, StaleOwnerError
-from runs.models import Checkpoint, Run, RunMessage
+from runs.models import Checkpoint, RunMessage
 from runs.services import run_checkpoint_mirror
 from runs.stores.db import DatabaseSessionStore
+from tests.factories import make_run
 from tests.runs.test_store_contract import checkpoint, history
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def owned_run():
-    return Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+    return make_run("r1", owner_epoch=3)
 
 
 def test_the_current_owner_may_write(owned_run):
@@ -36,7 +37,7 @@ def test_a_stale_owner_cannot_write_a_sub_agent_checkpoint_either(owned_run):
 
 
 def test_a_fenced_store_refuses_another_runs_checkpoint(owned_run):
-    Run.objects.create(run_id="other", agent="x", input_messages="[]", owner_epoch=3)
+    make_run("other", owner_epoch=3)
     with pytest.raises(ValueError):
         DatabaseSessionStore().fenced("r1", 3).save(checkpoint("other"))
 

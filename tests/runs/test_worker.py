@@ -7,6 +7,7 @@ from asgiref.sync import async_to_sync
 from django.db import OperationalError
 
 from runs import worker as worker_module
+from runs.stores.db import DatabaseSessionStore
 from runs.worker import Worker
 
 
@@ -49,3 +50,26 @@ def test_a_leg_that_loses_its_store_puts_the_run_back_in_the_queue(settings, dra
     drain_runs(max_legs=1)
     run = Run.objects.get(run_id="lost-store")
     assert (run.status, run.finish_reason) == ("queued", "aborted") and "StoreUnavailableError" in run.error
+
+
+class SuspensionRefusingSessions(DatabaseSessionStore):
+    """The database store, except that it cannot store a suspension (as PostgreSQL once refused a NUL)."""
+
+    def save_sync(self, checkpoint):
+        if checkpoint["status"] == "suspended":
+            raise ValueError("cannot store this text")
+        return super().save_sync(checkpoint)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_suspension_that_could_not_be_stored_needs_review_instead_of_waiting(settings, drain_runs):
+    from runs.legs import SUSPENSION_NOT_STORED
+    from runs.models import Run
+    from runs.services import run_start
+
+    settings.DEUZ_STORES = {**settings.DEUZ_STORES,
+                            "sessions": {"BACKEND": "tests.runs.test_worker.SuspensionRefusingSessions"}}
+    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="unstored")
+    drain_runs(max_legs=1)
+    run = Run.objects.get(run_id="unstored")
+    assert (run.status, run.error) == ("needs_review", SUSPENSION_NOT_STORED)

@@ -253,7 +253,7 @@ async def test_anthropic_tool_messages_become_a_user_turn_of_tool_result_blocks(
     assert api.bodies[0]["messages"][2] == {
         "role": "user",
         "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"temp_c": 18, "sky": "clear"}', "is_error": False},
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"sky": "clear", "temp_c": 18}', "is_error": False},
             {"type": "tool_result", "tool_use_id": "toolu_2", "content": "Unknown tool: 'get_time'.", "is_error": True},
         ],
     }
@@ -641,3 +641,9 @@ def test_importing_the_providers_imports_neither_sdk_nor_django():
     )
     completed = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60, check=True)
     assert completed.stdout.strip() == "[]"
+
+
+def test_a_tool_output_reads_the_same_whatever_the_order_of_its_keys():
+    from runs.runtime.providers.base import _output_text
+
+    assert _output_text({"b": 1, "a": {"d": 2, "c": 3}}) == _output_text({"a": {"c": 3, "d": 2}, "b": 1})

@@ -22,6 +22,7 @@ from runs.models import Run
 from runs.presenters.progress import JournalProgress, ProgressEvent
 from runs.presenters.receipt import run_receipt
 from runs.presenters.state import run_people_state
+from runs.retention import PruneProgress, runs_prune
 from runs.selectors import run_effect_rows, run_get, run_latest_messages, run_leg_list, run_list
 from runs.services import run_cancel, run_requeue
 
@@ -33,14 +34,23 @@ FOLLOW_FAILED = {Run.Status.FAILED, Run.Status.NEEDS_REVIEW}
 TIMEOUT_EXIT_CODE = 124
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+def _whole_number(minimum: int, *, unit: str = ""):
+    """An argparse type: a whole number of at least ``minimum``, with a message naming the problem."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid whole number{unit and ' of ' + unit}: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more{unit and ' ' + unit}")
+        return value
+
+    return parse
+
+
+_positive_int = _whole_number(1)
+_days = _whole_number(0, unit="days")
 
 
 def _positive_float(text: str) -> float:
@@ -54,7 +64,7 @@ def _positive_float(text: str) -> float:
 
 
 class Command(BaseCommand):
-    help = "Operators' view of runs: list, show, follow, resume, cancel, export (the recovery receipt)."
+    help = "Operators' view of runs: list, show, follow, resume, cancel, export (the recovery receipt), prune."
 
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -77,6 +87,14 @@ class Command(BaseCommand):
 
         cancel = actions.add_parser("cancel", help="Cancel a run: no new model calls, no new effects.")
         cancel.add_argument("run_id")
+
+        prune = actions.add_parser(
+            "prune", help="Remove finished runs' journals, checkpoints and messages, keeping their receipts."
+        )
+        prune.add_argument("--older-than", dest="older_than", type=_days, required=True, metavar="DAYS",
+                           help="Only runs finished (and untouched) for at least this many days.")
+        prune.add_argument("--dry-run", action="store_true", help="Count what would be removed; remove nothing.")
+        prune.add_argument("--batch-size", type=_positive_int, default=100, help="Runs per transaction (100).")
 
         export = actions.add_parser("export", help="The run's recovery receipt as JSON.")
         export.add_argument("run_id")
@@ -216,6 +234,8 @@ class Command(BaseCommand):
             self.stdout.write(f"(recovery) {event.text}")
         elif event.kind == "error":
             self.stdout.write(f"error: {event.text}")
+        elif event.kind == "retry":
+            self.stdout.write(f"(retry) {event.text}")
 
     # ---------------------------------------------------- resume, cancel
 
@@ -232,8 +252,27 @@ class Command(BaseCommand):
 
     # ---------------------------------------------------------------- export
 
+    def handle_prune(self, *, older_than: int, dry_run: bool, batch_size: int, **options: Any) -> None:
+        verb = "would remove" if dry_run else "removed"
+
+        def report(progress: PruneProgress) -> None:
+            self.stdout.write(
+                f"{progress.runs_done}/{progress.runs_total} runs: {verb} {progress.journal_parts} journal parts, "
+                f"{progress.checkpoints} checkpoints, {progress.messages} messages"
+            )
+
+        done = runs_prune(older_than_days=older_than, dry_run=dry_run, batch_size=batch_size, on_progress=report)
+        if not done.runs_total:
+            self.stdout.write(f"No finished run is older than {older_than} days.")
+        elif dry_run:
+            self.stdout.write("Dry run: nothing was removed.")
+        else:
+            self.stdout.write(f"Pruned {done.runs_done} runs; their receipts are kept (runs export).")
+
     def handle_export(self, *, run_id: str, output: str | None, **options: Any) -> None:
-        receipt = run_receipt(run_get(run_id=run_id))
+        run = run_get(run_id=run_id)
+        # A pruned run's records are gone; its receipt was kept as it stood then.
+        receipt = json.loads(run.pruned_receipt) if run.pruned_at else run_receipt(run)
         text = json.dumps(receipt, ensure_ascii=False, indent=2)
         if output is None:
             self.stdout.write(text)

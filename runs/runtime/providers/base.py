@@ -273,9 +273,11 @@ def _base64(data: bytes | bytearray | str) -> str:
 
 
 def _output_text(output: Any) -> str:
+    """A tool's output as the model reads it. Keys sorted: a resumed leg reloads the history from a store that
+    keeps keys sorted, and the request must be byte-identical to the first leg's for the prompt cache to hit."""
     if isinstance(output, str):
         return output
-    return json.dumps(output, ensure_ascii=False, default=str)
+    return json.dumps(output, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _plain_text(content: str | Iterable[Mapping[str, Any]]) -> str:

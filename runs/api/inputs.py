@@ -1,0 +1,126 @@
+"""Serializers of what the runs API reads: request bodies and query strings. They check shapes, nothing else.
+
+Every value is the type the OpenAPI document says (a JSON string is a string, not 5; a boolean is true or false),
+so the document and the answers agree. An empty optional query value (``?status=``) is the same as an absent one,
+as DRF reads form values and as the events endpoint reads ``?cursor=``; the document says so for each of them
+(runs.api.schema.empty_query_values_documented). Any other value that is not valid is a 400.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.fields import empty
+
+from runs.agents import agent_names
+from runs.api.messages import MAX_MESSAGES, MessageInputSerializer, StrictCharField
+from runs.models import RUN_ID_VALIDATOR, Run
+
+__all__ = [
+    "ApprovalDecideInputSerializer",
+    "CheckpointListFilterSerializer",
+    "MAX_ID_CHARS",
+    "MAX_REASON_CHARS",
+    "MAX_TOKEN_CHARS",
+    "MAX_USERNAME_CHARS",
+    "RunListFilterSerializer",
+    "RunStartInputSerializer",
+]
+
+MAX_ID_CHARS = 200
+MAX_AGENT_CHARS = 100
+MAX_REASON_CHARS = 2000
+MAX_USERNAME_CHARS = 150  # django.contrib.auth's username max_length
+# A token carries the signed tool input, so it grows with it; the body size limit bounds it anyway.
+MAX_TOKEN_CHARS = 200_000
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """Only JSON true or false: a verdict must not turn "no" or 0 into something a reviewer did not mean."""
+
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid")
+
+
+class QueryBooleanField(serializers.BooleanField):
+    """A query flag as OpenAPI writes booleans: exactly ``true`` or ``false``."""
+
+    default_error_messages = {"invalid": "Must be true or false."}
+    # DRF's BooleanField reads an absent key of a QueryDict as False (an unticked checkbox); absent is the default.
+    default_empty_html = empty
+
+    def to_internal_value(self, data: Any) -> bool:
+        if data in ("true", "false"):
+            return data == "true"
+        self.fail("invalid")
+
+
+class AgentField(serializers.ChoiceField):
+    """A registered agent's name; the choices are read when the serializer is made, so settings can change them."""
+
+    default_error_messages = {"invalid_choice": "Unknown agent. Known agents: {known}."}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=agent_names(), **kwargs)
+
+    def fail(self, key: str, **kwargs: Any) -> None:
+        # The name is not echoed: it is client input of any length; the known names are what helps.
+        super().fail(key, known=", ".join(self.choices), **kwargs)
+
+
+class RunStartInputSerializer(serializers.Serializer):
+    agent = AgentField(help_text="A registered agent's name.")
+    messages = MessageInputSerializer(
+        many=True,
+        allow_empty=False,
+        max_length=MAX_MESSAGES,
+        help_text=f"1-{MAX_MESSAGES} messages the run starts from. Clients write user, system and assistant text; "
+        "tool calls and tool results come from the run itself and are refused.",
+    )
+    run_id = StrictCharField(
+        required=False,
+        allow_null=True,
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        trim_whitespace=False,
+        validators=[RUN_ID_VALIDATOR],
+        help_text="1-200 characters of letters, digits, '.', '_', ':' and '-'; minted by the server when absent.",
+    )
+
+
+class RunListFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Run.Status.choices, required=False, help_text="Only runs in this status.")
+    agent = StrictCharField(
+        max_length=MAX_AGENT_CHARS, required=False, trim_whitespace=False, help_text="Only runs of this agent."
+    )
+    created_by = StrictCharField(
+        max_length=MAX_USERNAME_CHARS,
+        required=False,
+        trim_whitespace=False,
+        help_text="Only runs started by the user with this username (of those you may read).",
+    )
+
+
+class CheckpointListFilterSerializer(serializers.Serializer):
+    include_sub_agents = QueryBooleanField(
+        required=False, default=False, help_text="Also list the checkpoints of the run's sub-agents."
+    )
+
+
+class ApprovalDecideInputSerializer(serializers.Serializer):
+    approved = StrictBooleanField(help_text="true to approve the call, false to deny it.")
+    token = StrictCharField(
+        max_length=MAX_TOKEN_CHARS, trim_whitespace=False, help_text="The token of the pending approval request."
+    )
+    reason = StrictCharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=MAX_REASON_CHARS,
+        help_text="Why; shown to the model with a denial.",
+    )

@@ -1,0 +1,193 @@
+"""Serializers of what the runs API answers: runs, checkpoints, approval requests and errors. They render only.
+
+A view reads (selectors) and hands the values in: a run's detail arrives as a ``RunDetail``, and whether the
+reader may see approval tokens as the context key ``SHOW_TOKENS`` (True only for users who may decide, because a
+token is a bearer credential for the verdict). Serializers whose instance is a runtime dict (checkpoints,
+approval requests, effects, usage) declare their fields for the OpenAPI document and render the dict through
+the checkpoint codec, so the JSON is exactly what the runtime stores and bytes never break it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rest_framework import serializers
+
+from approvals.models import ApprovalRequest
+from runs.models import Effect, Leg, Run
+from runs.runtime.codec import encode_value
+
+__all__ = [
+    "AgentCheckpointSerializer",
+    "ApprovalRequestSerializer",
+    "EffectSerializer",
+    "ErrorSerializer",
+    "LegSerializer",
+    "MessageSerializer",
+    "RunDetail",
+    "RunDetailSerializer",
+    "RunSerializer",
+    "SHOW_TOKENS",
+    "ToolApprovalRequestSerializer",
+]
+
+#: Serializer context key: True when the reader may decide approvals, and so may see their tokens.
+SHOW_TOKENS = "show_tokens"
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """A run with what its detail answer shows besides its own fields, read by the view."""
+
+    run: Run
+    input_messages: list[dict[str, Any]]
+    pending_approvals: list[dict[str, Any]]
+    legs: Sequence[Leg]
+    effects: list[dict[str, Any]]
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names the dataclass lacks: the run's own fields (run_id, status, usage...).
+        if name == "run":
+            raise AttributeError(name)
+        return getattr(self.run, name)
+
+
+def _without_tokens(requests: Any, context: dict[str, Any]) -> Any:
+    if context.get(SHOW_TOKENS):
+        return requests
+    return [{key: value for key, value in request.items() if key != "token"} for request in requests or ()]
+
+
+# --------------------------------------------------------------------------- documented dicts
+
+
+class _CodecDictSerializer(serializers.Serializer):
+    """Renders a runtime dict as the codec encodes it; the declared fields document its shape."""
+
+    def to_representation(self, instance: Any) -> Any:
+        return encode_value(instance)
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every error answer: a message, plus field errors (field name -> list of messages) for 400s."""
+
+    detail = serializers.CharField()
+
+
+class UsageSerializer(_CodecDictSerializer):
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cost = serializers.FloatField(required=False)
+
+
+class MessageSerializer(_CodecDictSerializer):
+    """A runtime Message; ``content`` is a string or a list of parts (text, tool_call, tool_result...)."""
+
+    role = serializers.ChoiceField(choices=["system", "user", "assistant", "tool"])
+    content = serializers.JSONField(help_text="A string, or a list of parts: {'type': 'text', 'text': ...}, ...")
+
+
+class ToolApprovalRequestSerializer(_CodecDictSerializer):
+    """A call waiting for a reviewer, with the signed token a verdict must echo (for those who may decide)."""
+
+    approval_id = serializers.CharField()
+    tool_call_id = serializers.CharField()
+    tool_name = serializers.CharField()
+    input = serializers.DictField()
+    agent_path = serializers.ListField(child=serializers.CharField(), required=False)
+    token = serializers.CharField(
+        required=False, help_text="Present only for users who may decide approvals: it authorizes the verdict."
+    )
+
+    def to_representation(self, instance: Any) -> Any:
+        (request,) = _without_tokens([instance], self.context)
+        return encode_value(request)
+
+
+class EffectSerializer(_CodecDictSerializer):
+    """One operation of the effect ledger."""
+
+    operation_id = serializers.CharField()
+    tool_call_id = serializers.CharField()
+    tool_name = serializers.CharField()
+    status = serializers.ChoiceField(choices=Effect.Status.choices)
+    receipt = serializers.DictField(allow_null=True)
+
+
+class AgentCheckpointSerializer(_CodecDictSerializer):
+    """A stored AgentCheckpoint; bytes in message parts are rendered as {"$bytes": "<base64>"}."""
+
+    version = serializers.IntegerField()
+    run_id = serializers.CharField(help_text="The runtime's run id: the run's, or a sub-agent's session key.")
+    step_id = serializers.CharField()
+    step_index = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["running", "suspended", "completed"])
+    messages = MessageSerializer(many=True)
+    usage = UsageSerializer()
+    pending_approvals = ToolApprovalRequestSerializer(many=True, required=False)
+    agent_path = serializers.ListField(child=serializers.CharField(), required=False)
+    created_at = serializers.IntegerField(help_text="Milliseconds since the epoch (the runtime's clock).")
+
+    def to_representation(self, instance: Any) -> Any:
+        if "pending_approvals" in instance:
+            instance = {**instance, "pending_approvals": _without_tokens(instance["pending_approvals"], self.context)}
+        return encode_value(instance)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+class LegSerializer(serializers.ModelSerializer):
+    usage = UsageSerializer()
+
+    class Meta:
+        model = Leg
+        fields = ["number", "kind", "owner_epoch", "worker_id", "started_at", "ended_at", "finish_reason", "usage",
+                  "error"]
+        read_only_fields = fields
+
+
+class RunSerializer(serializers.ModelSerializer):
+    """A run as lists show it: status and counters, without legs, effects or pending approvals."""
+
+    status_display = serializers.CharField(source="get_status_display", help_text="The status as people read it.")
+    usage = UsageSerializer(help_text="Cumulative over every leg.")
+
+    class Meta:
+        model = Run
+        fields = ["run_id", "agent", "status", "status_display", "step_index", "usage", "finish_reason", "error",
+                  "cancel_requested", "owner_epoch", "created_at", "updated_at", "retry_at", "retry_attempt",
+                  "retry_limit"]
+        read_only_fields = fields
+
+
+class RunDetailSerializer(RunSerializer):
+    """A RunDetail: the run with its input, pending approvals (tokens for deciders only), legs and effects."""
+
+    # Here, not in lists: run_get joins the user, run_list does not (one query per row).
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    input_messages = MessageSerializer(many=True, read_only=True)
+    pending_approvals = ToolApprovalRequestSerializer(many=True, read_only=True)
+    legs = LegSerializer(many=True, read_only=True)
+    effects = EffectSerializer(many=True, read_only=True)
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "created_by", "input_messages", "pending_approvals", "legs", "effects"]
+        read_only_fields = fields
+
+
+class ApprovalRequestSerializer(serializers.ModelSerializer):
+    """An approval request and its verdict (the token is not repeated: it is spent or about to be)."""
+
+    run_id = serializers.CharField(source="run.run_id")
+    input = serializers.JSONField(source="tool_input")
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = ApprovalRequest
+        fields = ["run_id", "approval_id", "tool_call_id", "tool_name", "input", "agent_path", "status", "decided_by",
+                  "decided_at", "reason", "issued_at", "expires_at"]
+        read_only_fields = fields

@@ -1,0 +1,48 @@
+"""DRF permission classes of the runs API, one per rule of runs.access and approvals.access.
+
+  CanReadRun            object: the run's creator or who may read every run; others get 404, as for no run
+  CanCancelRun          object: the run's creator or who may cancel every run; others (who may read it) get 403
+  CanDecideApprovals    view: who may approve or deny approval requests
+
+Views list these in ``permission_classes`` and call ``check_object_permissions`` with the run they looked up; no
+permission string appears in a view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.permissions import BasePermission
+
+from approvals.access import DECIDE_APPROVALS, approval_is_decidable_by
+from runs.access import CANCEL_EVERY_RUN, run_is_cancellable_by, run_is_readable_by
+from runs.errors import RunNotFound
+
+__all__ = ["CanCancelRun", "CanDecideApprovals", "CanReadRun"]
+
+
+class CanReadRun(BasePermission):
+    """Reading a run; a run the user may not read is answered as if it did not exist, so ids cannot be probed."""
+
+    def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
+        if not run_is_readable_by(obj, user=request.user):
+            raise RunNotFound(obj.run_id)
+        return True
+
+
+class CanCancelRun(BasePermission):
+    """Cancelling a run (after CanReadRun, so only someone who may read it learns why they may not cancel it)."""
+
+    message = f"Only the run's creator may cancel it, or a user with the {CANCEL_EVERY_RUN} permission."
+
+    def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
+        return run_is_cancellable_by(obj, user=request.user)
+
+
+class CanDecideApprovals(BasePermission):
+    """Approving or denying: the permission the reviewers group holds."""
+
+    message = f"Deciding approvals needs the reviewer permission ({DECIDE_APPROVALS})."
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return approval_is_decidable_by(user=request.user)
