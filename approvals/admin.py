@@ -6,29 +6,70 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.timesince import timesince, timeuntil
 
 from approvals.access import DECIDE_APPROVALS
 from approvals.errors import ApprovalError
 from approvals.models import ApprovalRequest
+from approvals.selectors import approval_state
 from approvals.services import approval_decide
 from runs.admin import ReadOnlyAdmin, token_preview
+from runs.presenters.timeline import verdict_label
+from runs.templatetags.deuz_pages import agent_path, json_compact, json_highlight
 
 ADMIN_REASON = "Decided in the admin"
 
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnlyAdmin):
-    list_display = ["tool_name", "run", "status", "agent_path", "issued_at", "expires_at", "decided_by"]
+    # Short columns, so the input and the agent path stay on screen at 1280 px (static/deuz/admin.css wraps them).
+    list_display = ["tool_name", "input_shown", "agent_path_shown", "run_shown", "verdict", "expires_shown"]
+    list_display_links = ["tool_name"]
     list_filter = ["status", "tool_name"]
     search_fields = ["run__run_id", "tool_name", "approval_id"]
     list_select_related = ["run", "decided_by"]
     date_hierarchy = "issued_at"
     # ``token`` is left out on purpose: whoever holds it can decide the call.
     fields = [
-        "run", "revision", "approval_id", "tool_call_id", "tool_name", "tool_input", "agent_path", "token_start",
+        "run", "revision", "approval_id", "tool_call_id", "tool_name", "input_pretty", "agent_path", "token_start",
         "status", "issued_at", "expires_at", "decided_by", "decided_at", "reason",
     ]
+    readonly_fields = ["input_pretty"]
     actions = ["approve_selected", "deny_selected"]
+
+    class Media:
+        css = {"all": ["deuz/admin.css"]}
+
+    @admin.display(description="input")
+    def input_shown(self, request: ApprovalRequest) -> str:
+        return json_compact(request.tool_input, 160)
+
+    @admin.display(description="agent path")
+    def agent_path_shown(self, request: ApprovalRequest) -> str:
+        return agent_path(request.agent_path)
+
+    @admin.display(description="run", ordering="run__run_id")
+    def run_shown(self, request: ApprovalRequest) -> str:
+        return request.run.run_id
+
+    @admin.display(description="what became of it", ordering="status")
+    def verdict(self, request: ApprovalRequest) -> str:
+        return verdict_label(request)
+
+    @admin.display(description="expires", ordering="expires_at")
+    def expires_shown(self, request: ApprovalRequest) -> str:
+        now, state = timezone.now(), approval_state(request)
+        if state == ApprovalRequest.Status.PENDING:
+            return f"in {timeuntil(request.expires_at, now)}"
+        if state == ApprovalRequest.Status.EXPIRED:
+            return f"expired {timesince(request.expires_at, now)} ago"
+        return "—"  # decided, superseded or withdrawn before it could expire
+
+    @admin.display(description="tool input")
+    def input_pretty(self, request: ApprovalRequest) -> str:
+        return format_html("{}", json_highlight(request.tool_input))
 
     @admin.display(description="token")
     def token_start(self, request: ApprovalRequest) -> str:

@@ -306,8 +306,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Browser logins go through the admin's login page until the console has its own.
-LOGIN_URL = "admin:login"
+# Pages that need a user send a visitor to the site's own sign-in (/accounts/login/, every role), not the admin's.
+LOGIN_URL = "login"
 
 # English UI; timestamps stored and compared in UTC.
 LANGUAGE_CODE = "en-us"

@@ -87,17 +87,17 @@ def _total_tokens(usage: dict[str, Any] | None) -> int:
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = [
-        "run_id", "agent", "status", "step_index", "total_tokens", "owner_epoch", "worker_id", "lease_expires_at",
+        "run_id", "agent", "status", "created_by", "step_index", "total_tokens", "owner_epoch", "worker_id",
         "created_at",
     ]
     list_filter = ["status", "agent", "cancel_requested"]
-    search_fields = ["run_id"]
+    search_fields = ["run_id", "created_by__username"]
     date_hierarchy = "created_at"
     list_select_related = ["created_by"]
     fields = [
         "run_id", "agent", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
-        "lease_expires_at", "cancel_requested", "retry_at", "retry_attempt", "retry_limit", "created_by", "created_at",
-        "updated_at",
+        "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "retry_at", "retry_attempt",
+        "retry_limit", "created_by", "created_at", "updated_at",
     ]
     inlines = [LegInline, EffectInline]
     actions = ["cancel_selected", "resume_selected"]

@@ -234,6 +234,7 @@ class JournalEntry(models.Model):
 
     class Meta:
         ordering = ["run", "id"]
+        verbose_name_plural = "journal entries"
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "seq"], condition=models.Q(is_sentinel=False), name="journal_part_seq_unique"

@@ -26,7 +26,7 @@ from runs.notify import runs_notify
 from runs.retries import RetryPlan
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint
-from runs.signals import run_cancelled
+from runs.signals import run_cancelled, run_status_changed_on_commit
 
 __all__ = [
     "Claim",
@@ -76,6 +76,7 @@ def run_start(
     except IntegrityError:
         raise RunAlreadyExists(run.run_id) from None
     transaction.on_commit(runs_notify)
+    run_status_changed_on_commit(run_pk=run.pk)
     return run
 
 
@@ -121,6 +122,7 @@ def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> l
             number = Leg.objects.filter(run_id=run.pk).count() + 1
             Leg.objects.create(run_id=run.pk, number=number, kind=kind, owner_epoch=epoch, worker_id=worker_id)
             claims.append(Claim(run.run_id, epoch, number, kind, run.cancel_requested))
+            run_status_changed_on_commit(run_pk=run.pk)
     return claims
 
 
@@ -211,6 +213,7 @@ def run_leg_finish(
                             "retry_attempt", "retry_limit", "updated_at"])
     if run.status == Run.Status.QUEUED:
         transaction.on_commit(runs_notify)
+    run_status_changed_on_commit(run_pk=run.pk)
     return run
 
 
@@ -222,6 +225,7 @@ def run_queue_after_verdicts(*, run_pk: int) -> bool:
     )
     if queued:
         transaction.on_commit(runs_notify)
+        run_status_changed_on_commit(run_pk=run_pk)
     return bool(queued)
 
 
@@ -241,6 +245,7 @@ def run_cancel(*, run_id: str, user: AbstractBaseUser | None = None) -> Run:
     run.save(update_fields=["cancel_requested", "cancelled_by", "cancelled_at", "status", "finish_reason",
                             "updated_at"])
     run_cancelled.send(sender=Run, run=run, user=run.cancelled_by)
+    run_status_changed_on_commit(run_pk=run.pk)
     return run
 
 
@@ -258,6 +263,7 @@ def run_requeue(*, run_id: str) -> Run:
     run.retry_at, run.retry_attempt = None, 0
     run.save(update_fields=["status", "error", "retry_at", "retry_attempt", "updated_at"])
     transaction.on_commit(runs_notify)
+    run_status_changed_on_commit(run_pk=run.pk)
     return run
 
 

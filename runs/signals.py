@@ -1,10 +1,22 @@
-"""Domain events of runs for the layers built on it (approvals), which runs itself never imports."""
+"""Domain events of runs for the layers built on it (approvals, the live pages), which runs itself never imports."""
 
 from __future__ import annotations
 
+from functools import partial
+
+from django.db import transaction
 from django.dispatch import Signal
 
-__all__ = ["run_cancelled"]
+__all__ = ["run_cancelled", "run_status_changed", "run_status_changed_on_commit"]
 
 #: Sent inside run_cancel's transaction with ``run`` and ``user`` (who cancelled, or None).
 run_cancelled = Signal()
+
+#: Sent after the transaction that changed a run's status committed, with ``run_pk`` (the live pages listen).
+run_status_changed = Signal()
+
+
+def run_status_changed_on_commit(*, run_pk: int) -> None:
+    """Send run_status_changed for the run once the current transaction commits (at once outside one), so
+    listeners never see a change that was rolled back."""
+    transaction.on_commit(partial(run_status_changed.send, sender=None, run_pk=run_pk))

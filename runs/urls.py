@@ -1,4 +1,4 @@
-"""Routes of the support staff's run pages, mounted at /runs/ (the live transcript is routed in the project)."""
+"""Routes of the run pages, mounted at /runs/ (the live transcript is routed in the project)."""
 
 from django.urls import path
 
@@ -7,4 +7,5 @@ from runs import views
 urlpatterns = [
     path("", views.run_list_page, name="run-list"),
     path("<str:run_id>/", views.run_detail, name="run-detail"),
+    path("<str:run_id>/cancel/", views.run_cancel_page, name="run-cancel"),
 ]

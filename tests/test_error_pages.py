@@ -47,8 +47,8 @@ def test_a_missing_run_answers_a_404_page_saying_why(staff):
 
 def test_a_page_the_user_may_not_see_answers_a_403_page_saying_why(client, django_user_model):
     client.force_login(django_user_model.objects.create_user(username="oscar", password="not-used"))
-    html = assert_plain_page(client.get("/runs/"), 403, "Not allowed")
-    assert "Only support staff may see runs." in html
+    html = assert_plain_page(client.get("/console/"), 403, "Not allowed")
+    assert "The console is for reviewers" in html and "oscar does not have it" in html
 
 
 def test_a_request_for_an_unknown_host_answers_a_400_page(client):

@@ -133,7 +133,7 @@ def test_static_files_keep_their_own_caching(settings):
 def test_the_run_pages_stylesheet_is_served(settings):
     settings.WHITENOISE_USE_FINDERS = True
     settings.WHITENOISE_AUTOREFRESH = True
-    for path in ("/static/deuz/pages.css", "/static/runs/live.css", "/static/runs/live.js"):
+    for path in ("/static/deuz/base.css", "/static/vendor/pico/pico.classless.min.css", "/static/runs/live.js"):
         response = Client().get(path)
         assert response.status_code == 200, path
         response.close()

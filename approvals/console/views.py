@@ -1,28 +1,37 @@
-"""The reviewers' console: the queue of approval requests and one request's page with Approve / Deny."""
+"""The reviewers' console: the queue of approval requests and one request's page with what a reviewer needs to
+decide (who asked and for what, the evidence so far, the exact input, time left), Approve / Deny with a
+confirmation step, and an honest answer when someone decided first."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from functools import wraps
+from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.utils.timesince import timesince
+from django.utils.timesince import timesince, timeuntil
 from django.views.decorators.http import require_http_methods, require_safe
 
-from approvals.access import DECIDE_APPROVALS
+from approvals.access import REVIEWERS_GROUP, approval_is_decidable_by
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from approvals.models import ApprovalRequest
-from approvals.selectors import approval_get, approval_queue_list, approval_recent_list, approval_state
+from approvals.selectors import (
+    approval_get,
+    approval_pending_list,
+    approval_queue_list,
+    approval_recent_list,
+    approval_state,
+)
 from approvals.services import approval_decide
+from runs.presenters.outcome import run_first_request
 from runs.presenters.state import run_people_state
-from runs.presenters.timeline import run_step_list
+from runs.presenters.timeline import run_evidence_list, run_step_list, verdict_label
 
 __all__ = ["approval_detail", "approval_queue"]
 
@@ -31,13 +40,19 @@ REASON_MAX_LENGTH = 2000
 
 
 def reviewer_required(view):
-    """Logged in (else to the admin login), and allowed to decide approval requests (else 403)."""
+    """Signed in (else to the sign-in page), and allowed to decide approval requests (else a 403 that says why)."""
 
-    @login_required
     @wraps(view)
     def wrapped(request: HttpRequest, *args, **kwargs):
-        if not request.user.has_perm(DECIDE_APPROVALS):
-            raise PermissionDenied("Only reviewers may use the console.")
+        user = request.user
+        if not user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not approval_is_decidable_by(user=user):
+            raise PermissionDenied(
+                f"The console is for reviewers: deciding approval requests needs the {REVIEWERS_GROUP} group (the "
+                f"permission approvals.decide_approvalrequest), and {user.get_username()} does not have it. "
+                "Support staff read runs and their timelines at /runs/."
+            )
         return view(request, *args, **kwargs)
 
     return wrapped
@@ -45,78 +60,130 @@ def reviewer_required(view):
 
 @dataclass(frozen=True)
 class ReviewItem:
-    """An approval request as the console shows it: its state as of now, its input as formatted JSON."""
+    """An approval request as the console shows it: its state as of now, in words, with its run's asker."""
 
     request: ApprovalRequest
-    state: str  # pending | approved | denied | expired | superseded | used
-    state_label: str
-    input_json: str
-    token_hint: str
+    state: str  # pending | approved | denied | expired | superseded | used | cancelled
+    label: str  # "Approved by rita", "Waiting for a verdict"...
     age: str
+    time_left: str
+
+    @property
+    def started_by(self) -> str:
+        run = self.request.run
+        return run.created_by.get_username() if run.created_by else "an API client without an account"
+
+    @property
+    def request_text(self) -> str:
+        """The first user message of the run: what whoever started it asked for."""
+        return run_first_request(self.request.run)
 
     @property
     def is_decidable(self) -> bool:
-        return self.state == ApprovalRequest.Status.PENDING
+        return self.state == ApprovalRequest.Status.PENDING and not self.request.run.cancel_requested
 
 
 def _review_item(request: ApprovalRequest, now: datetime) -> ReviewItem:
     state = approval_state(request, now=now)
+    label = "Expired without a verdict" if state == ApprovalRequest.Status.EXPIRED else verdict_label(request)
     return ReviewItem(
         request=request,
         state=state,
-        state_label=ApprovalRequest.Status(state).label,
-        input_json=json.dumps(request.tool_input, ensure_ascii=False, indent=2, sort_keys=True),
-        # The token is a bearer credential: pages show a prefix to tell tokens apart, never the whole.
-        token_hint=f"{request.token[:12]}…" if request.token else "",
+        label=label,
         age=timesince(request.issued_at, now),
+        time_left=timeuntil(request.expires_at, now) if state == ApprovalRequest.Status.PENDING else "",
     )
 
 
 @reviewer_required
 @require_safe
 def approval_queue(request: HttpRequest) -> HttpResponse:
-    """Pending requests newest first, then the recently decided, expired, superseded and used ones."""
+    """Pending requests newest first, then the recently closed ones, each saying who closed it and how."""
     now = timezone.now()
     pending = [_review_item(row, now) for row in approval_queue_list(now=now)]
     recent = [_review_item(row, now) for row in approval_recent_list(now=now, limit=RECENT_LIMIT)]
     return render(request, "approvals/queue.html", {"pending": pending, "recent": recent, "now": now})
 
 
+def _consequence(item: ReviewItem, *, approved: bool, reason: str, others_pending: int) -> str:
+    """What recording this verdict will make happen, in a sentence or two (the confirmation step shows it)."""
+    request = item.request
+    where = f" inside the sub-agent {' › '.join(request.agent_path)}" if request.agent_path else ""
+    if approved:
+        text = (f"Run {request.run.run_id} resumes from its last checkpoint and calls {request.tool_name}{where} "
+                "once, with exactly the input shown. A side effect is recorded in the effect ledger before the "
+                "call, so it happens at most once.")
+    else:
+        text = (f"{request.tool_name} is not called. Run {request.run.run_id} resumes and the agent{where} is told "
+                f"the call was denied, with your reason: “{reason}”.")
+    if others_pending:
+        text += (f" The run waits for {others_pending} other request{'s' if others_pending != 1 else ''} of the "
+                 "same step before it resumes.")
+    return text
+
+
+def _closed_answer(row: ApprovalRequest, item: ReviewItem, *, approved: bool) -> str:
+    """Why a verdict was not recorded: what became of the request first, by whom and when."""
+    mine = f"your {'approval' if approved else 'denial'} was not recorded"
+    Status = ApprovalRequest.Status
+    if item.state == Status.EXPIRED:
+        return f"This request expired before it was decided, so it authorizes nothing; {mine}."
+    if item.state == Status.CANCELLED or row.run.cancel_requested:
+        who = row.run.cancelled_by.get_username() if row.run.cancelled_by else "an operator"
+        return f"The run was cancelled by {who}, so its requests cannot be decided; {mine}."
+    if item.state == Status.SUPERSEDED:
+        return f"A newer request of the run replaced this one; {mine}. Decide the newer one in the queue."
+    when = f" at {timezone.localtime(row.decided_at):%Y-%m-%d %H:%M:%S} UTC" if row.decided_at else ""
+    reason = f" (reason: {row.reason})" if row.reason else ""
+    return f"{item.label}{when}{reason}. It was decided before yours, so {mine}."
+
+
 @reviewer_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def approval_detail(request: HttpRequest, run_id: str, approval_id: str) -> HttpResponse:
-    """One request with its run's recent timeline; POST records the reviewer's verdict with the stored token."""
+    """One request with what a reviewer needs to decide. POST ``verdict`` (and a ``reason``, required to deny)
+    shows what will happen; POST again with ``confirm=yes`` records it with the stored token."""
     try:
         row = approval_get(run_id=run_id, approval_id=approval_id)
     except ApprovalNotFound:
         raise Http404(f"Run {run_id!r} has no approval request {approval_id!r}.") from None
-    error, status = "", 200
+    error, status, confirming = "", 200, None
+    item = _review_item(row, timezone.now())
     if request.method == "POST":
         verdict = request.POST.get("verdict")
+        reason = request.POST.get("reason", "").strip()[:REASON_MAX_LENGTH]
         if verdict not in {"approve", "deny"}:
             error, status = "Choose Approve or Deny.", 400
-        else:
+        elif item.is_decidable and verdict == "deny" and not reason:
+            error, status = "Give a reason for denying: the agent reads it, and so does whoever started the run.", 400
+        elif item.is_decidable and request.POST.get("confirm") != "yes":
+            others = len([other for other in approval_pending_list(run=row.run)
+                          if other.revision_id == row.revision_id and other.pk != row.pk])
+            confirming = {"verdict": verdict, "reason": reason,
+                          "consequence": _consequence(item, approved=verdict == "approve", reason=reason,
+                                                      others_pending=others)}
+        else:  # confirmed, or already closed: the service has the last word (and records an expiry it finds)
             approved = verdict == "approve"
-            reason = request.POST.get("reason", "").strip()[:REASON_MAX_LENGTH]
             try:
                 # The browser never holds the token: the verdict is bound to the one stored with the request.
                 approval_decide(run_id=run_id, approval_id=approval_id, approved=approved, token=row.token,
                                 reason=reason, user=request.user)
-            except ApprovalNotDecidable as exc:
-                error, status = str(exc), 409
-            except (ApprovalTokenInvalid, ApprovalNotFound) as exc:  # the stored token no longer verifies
-                error, status = str(exc), 409
+            except (ApprovalNotDecidable, ApprovalTokenInvalid, ApprovalNotFound):
+                row = approval_get(run_id=run_id, approval_id=approval_id)
+                item = _review_item(row, timezone.now())
+                error, status = _closed_answer(row, item, approved=approved), 409
             else:
                 done = "approved" if approved else "denied"
                 messages.success(request, f"{row.tool_name} in run {run_id} {done}.")
                 return redirect("console:queue")
-            row.refresh_from_db()
-    item = _review_item(row, timezone.now())
-    context = {
+    context: dict[str, Any] = {
         "item": item,
         "run": row.run,
         "state": run_people_state(row.run),
+        "evidence": run_evidence_list(run=row.run),
         "steps": run_step_list(run=row.run)[-10:],
         "error": error,
+        "confirming": confirming,
+        "posted_reason": request.POST.get("reason", "") if request.method == "POST" else "",
     }
     return render(request, "approvals/detail.html", context, status=status)

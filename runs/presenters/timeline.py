@@ -1,75 +1,165 @@
-"""A run's story for people: its semantic steps in order (proposed, approved, attempted, reconciled,
-verified, cancelled...) and everything the run's timeline page shows, read together."""
+"""A run's story for people: its semantic steps in order (proposed, approved, attempted, reconciled, verified,
+cancelled...), the conversation step by step with every tool call and what followed it (sub-agents' own steps
+nested under the call that started them), the evidence a reviewer weighs, and everything the run's page shows.
+
+Steps come from the records that say what happened (approval requests, effects, the run row) rather than
+from the journal, so a page tells the same story whichever leg or process wrote them.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_run_list
+from runs.errors import SealedDataError
 from runs.models import Checkpoint, Effect, Leg, Run
+from runs.presenters.outcome import Outcome, run_first_request, run_outcome
 from runs.presenters.state import PeopleState, run_people_state
-from runs.selectors import run_checkpoint_rows, run_effect_rows, run_get, run_journal_count, run_leg_list
+from runs.runtime.subagents import child_run_id
+from runs.selectors import (
+    run_checkpoint_rows,
+    run_effect_rows,
+    run_get,
+    run_input_messages,
+    run_journal_count,
+    run_leg_list,
+)
+from runs.stores import get_store
 
-__all__ = ["RunPage", "RunStep", "run_page_get", "run_step_list"]
+__all__ = [
+    "Evidence",
+    "RunPage",
+    "RunStep",
+    "StoryCall",
+    "StoryStep",
+    "run_evidence_list",
+    "run_page_get",
+    "run_step_list",
+    "run_story",
+    "run_verdict_list",
+    "verdict_label",
+]
+
+Verdict = ApprovalRequest.Status
 
 
 @dataclass(frozen=True)
 class RunStep:
     """One semantic step of a run's timeline: proposed, approved (or denied, expired...), attempted, reconciled,
-    verified, a retry scheduled after a model error, or the run's end."""
+    verified, a retry scheduled after a model error, a cancel, or the run's end; ``agent_path`` names the
+    sub-agent it happened in (empty: the run)."""
 
     kind: str
     title: str
     detail: str
     at: datetime | None
+    agent_path: tuple[str, ...] = ()
 
 
-def run_step_list(*, run: Run) -> list[RunStep]:
-    """The run's semantic steps in order, from its approval requests, effects and checkpoints."""
+def _who(user: Any, default: str = "the system") -> str:
+    return user.get_username() if user is not None else default
+
+
+def _request_steps(request: ApprovalRequest) -> list[RunStep]:
+    """A request's proposal and, once it has one, its verdict (approved, denied, expired, superseded, withdrawn)."""
+    path = tuple(request.agent_path or ())
+    # The revision is emptied when retention prunes the run's checkpoints; the request stays as the audit.
+    at_step = f"at step {request.revision.step_index}, " if request.revision is not None else ""
+    steps = [RunStep("proposed", f"Proposed: {request.tool_name}", f"{at_step}waiting for a reviewer",
+                     request.issued_at, path)]
+    status, who = request.status, _who(request.decided_by)
+    reason = f": {request.reason}" if request.reason else ""
+    if status in {Verdict.APPROVED, Verdict.USED}:
+        steps.append(RunStep("approved", f"Approved: {request.tool_name}", f"by {who}{reason}", request.decided_at,
+                             path))
+    elif status == Verdict.DENIED:
+        steps.append(RunStep("denied", f"Denied: {request.tool_name}", f"by {who}{reason}", request.decided_at, path))
+    elif status == Verdict.EXPIRED:
+        steps.append(RunStep("expired", f"Expired: {request.tool_name}",
+                             "no verdict was given in time, so it was denied by default",
+                             request.decided_at or request.expires_at, path))
+    elif status == Verdict.SUPERSEDED:
+        steps.append(RunStep("superseded", f"Superseded: {request.tool_name}",
+                             "a newer suspension of the run asked again", request.decided_at or request.issued_at,
+                             path))
+    elif status == Verdict.CANCELLED:
+        steps.append(RunStep("withdrawn", f"Withdrawn: {request.tool_name}",
+                             f"the run was cancelled by {_who(request.decided_by, 'an operator')}",
+                             request.decided_at, path))
+    return steps
+
+
+def _effect_steps(effect: Effect, agent_path: tuple[str, ...] = ()) -> list[RunStep]:
+    attempts = f"{effect.attempts} attempt{'s' if effect.attempts != 1 else ''}"
+    steps = [RunStep("attempted", f"Attempted: {effect.tool_name}",
+                     f"operation {effect.operation_id}, {attempts}", effect.created_at, agent_path)]
+    if effect.status == Effect.Status.RECONCILED:
+        steps.append(RunStep("reconciled", f"Reconciled: {effect.tool_name}",
+                             "the outcome was read back from the provider", effect.updated_at, agent_path))
+    if effect.status in {Effect.Status.COMMITTED, Effect.Status.RECONCILED}:
+        receipt = effect.receipt if isinstance(effect.receipt, dict) else {}
+        reference = receipt.get("transaction_id") or effect.operation_id
+        steps.append(RunStep("verified", f"Verified: {effect.tool_name}", f"receipt {reference}", effect.updated_at,
+                             agent_path))
+    elif effect.status == Effect.Status.UNKNOWN:
+        steps.append(RunStep("reconciling", f"Outcome unknown: {effect.tool_name}",
+                             "the system is checking the provider before anything is retried", effect.updated_at,
+                             agent_path))
+    elif effect.status == Effect.Status.FAILED:
+        steps.append(RunStep("failed", f"Failed: {effect.tool_name}", effect.error, effect.updated_at, agent_path))
+    elif effect.status != Effect.Status.INTENT:  # a status this page does not know yet: say it as stored
+        steps.append(RunStep(str(effect.status), f"{effect.get_status_display()}: {effect.tool_name}", effect.error,
+                             effect.updated_at, agent_path))
+    return steps
+
+
+def _run_end_steps(run: Run) -> list[RunStep]:
+    """Who cancelled and when, then how the run ended (a suspended or queued run cancelled at once is one step)."""
     steps: list[RunStep] = []
-    requests = approval_run_list(run=run)
-    effects = {effect.tool_call_id: effect for effect in run_effect_rows(run=run)}
-    verdict_kinds = {
-        ApprovalRequest.Status.APPROVED: "approved", ApprovalRequest.Status.USED: "approved",
-        ApprovalRequest.Status.DENIED: "denied", ApprovalRequest.Status.EXPIRED: "expired",
-        ApprovalRequest.Status.SUPERSEDED: "superseded", ApprovalRequest.Status.CANCELLED: "withdrawn",
-    }
-    seen: set[str] = set()
+    who = _who(run.cancelled_by, "an operator")
+    if run.cancelled_at is not None:
+        if run.status == Run.Status.CANCELLED and run.finish_reason == "cancelled":
+            return [RunStep("cancelled", f"Cancelled by {who}", "no new model calls, no new effects",
+                            run.cancelled_at)]
+        steps.append(RunStep("cancel_requested", f"Cancel requested by {who}",
+                             "the running leg stops at its next step", run.cancelled_at))
+    if run.status == Run.Status.CANCELLED:
+        steps.append(RunStep("cancelled", "Cancelled", "the leg stopped; no new model calls, no new effects",
+                             run.updated_at))
+    elif run.is_terminal or run.status == Run.Status.NEEDS_REVIEW:
+        steps.append(RunStep(run.status, run.get_status_display(), run.error or run.finish_reason, run.updated_at))
+    return steps
+
+
+def run_step_list(*, run: Run, requests: list[ApprovalRequest] | None = None, effects: list[Effect] | None = None,
+                  legs: list[Leg] | None = None) -> list[RunStep]:
+    """The run's semantic steps in the order they happened, from its approval requests, effects, legs and row."""
+    requests = approval_run_list(run=run) if requests is None else requests
+    effects = list(run_effect_rows(run=run)) if effects is None else effects
+    legs = list(run_leg_list(run=run)) if legs is None else legs
+    paths = {request.tool_call_id: tuple(request.agent_path or ()) for request in requests}
+    by_call: dict[str, list[Effect]] = defaultdict(list)
+    for effect in effects:
+        by_call[effect.tool_call_id].append(effect)
+    steps: list[RunStep] = []
+    placed: set[str] = set()
     for request in requests:
-        steps.append(RunStep("proposed", f"Proposed: {request.tool_name}",
-                             f"at step {request.revision.step_index if request.revision else '?'}, waiting for a reviewer",
-                             request.issued_at))
-        kind = verdict_kinds.get(request.status)
-        if kind is not None:
-            who = request.decided_by.get_username() if request.decided_by else "the system"
-            detail = f"by {who}" if kind in {"approved", "denied"} else "no verdict was given in time"
-            if kind == "superseded":
-                detail = "a newer revision replaced this request"
-            elif kind == "withdrawn":
-                detail = f"the run was cancelled by {who}"
-            if request.reason:
-                detail += f": {request.reason}"
-            steps.append(RunStep(kind, f"{kind.capitalize()}: {request.tool_name}", detail,
-                                 request.decided_at or request.expires_at))
-        effect = effects.get(request.tool_call_id)
-        if effect is not None:
-            seen.add(effect.tool_call_id)
+        steps.extend(_request_steps(request))
+        if request.tool_call_id not in placed:
+            placed.add(request.tool_call_id)
+            for effect in by_call.get(request.tool_call_id, []):
+                steps.extend(_effect_steps(effect, paths.get(effect.tool_call_id, ())))
+    for effect in effects:
+        if effect.tool_call_id not in placed:
             steps.extend(_effect_steps(effect))
-    for effect in effects.values():
-        if effect.tool_call_id not in seen:
-            steps.extend(_effect_steps(effect))
-    for leg in run_leg_list(run=run):
+    for leg in legs:
         if leg.finish_reason == "retry":  # its error is "Retry scheduled at ..., attempt k of n: why"
             steps.append(RunStep("retry_scheduled", "Retry scheduled", leg.error, leg.ended_at))
-    if run.cancelled_at is not None:
-        who = run.cancelled_by.get_username() if run.cancelled_by else "an operator"
-        steps.append(RunStep("cancel_requested", "Cancel requested", f"by {who}", run.cancelled_at))
-    if run.is_terminal or run.status == Run.Status.NEEDS_REVIEW:
-        steps.append(RunStep(run.status, run.get_status_display(), run.finish_reason or run.error, run.updated_at))
+    steps.extend(_run_end_steps(run))
     return _in_time_order(steps)
 
 
@@ -82,23 +172,191 @@ def _in_time_order(steps: list[RunStep]) -> list[RunStep]:
     return [step for _, _, step in sorted(keyed, key=lambda item: item[:2])]
 
 
-def _effect_steps(effect: Effect) -> list[RunStep]:
-    attempts = f"{effect.attempts} attempt{'s' if effect.attempts != 1 else ''}"
-    steps = [RunStep("attempted", f"Attempted: {effect.tool_name}",
-                     f"operation {effect.operation_id}, {attempts}", effect.created_at)]
-    if effect.status == Effect.Status.RECONCILED:
-        steps.append(RunStep("reconciled", f"Reconciled: {effect.tool_name}",
-                             "the outcome was read back from the provider", effect.updated_at))
-    if effect.status in {Effect.Status.COMMITTED, Effect.Status.RECONCILED} and effect.receipt:
-        receipt = effect.receipt if isinstance(effect.receipt, dict) else {}
-        reference = receipt.get("transaction_id") or effect.operation_id
-        steps.append(RunStep("verified", f"Verified: {effect.tool_name}", f"receipt {reference}", effect.updated_at))
-    elif effect.status == Effect.Status.UNKNOWN:
-        steps.append(RunStep("reconciling", f"Outcome unknown: {effect.tool_name}",
-                             "the system is checking the provider before anything is retried", effect.updated_at))
-    elif effect.status == Effect.Status.FAILED:
-        steps.append(RunStep("failed", f"Failed: {effect.tool_name}", effect.error, effect.updated_at))
+# ------------------------------------------------------------------------------------------------ the story
+
+
+@dataclass(frozen=True)
+class StoryCall:
+    """One tool call and everything that followed it: its verdicts, effects, result and, for a sub-agent, the
+    sub-agent's own steps."""
+
+    tool_call_id: str
+    tool_name: str
+    input: Any
+    events: tuple[RunStep, ...] = ()
+    has_result: bool = False
+    result: Any = None
+    is_error: bool = False
+    sub_agent: str = ""
+    sub_steps: tuple[StoryStep, ...] = ()
+
+
+@dataclass(frozen=True)
+class StoryStep:
+    """One model step of an agent: what it said and the tools it called; ``records`` are the step's checkpoints,
+    the noisy technical records shown on demand."""
+
+    number: int
+    agent_path: tuple[str, ...]
+    text: str
+    calls: tuple[StoryCall, ...]
+    records: tuple[Checkpoint, ...] = ()
+    at: datetime | None = None
+
+
+@dataclass
+class _Histories:
+    """The latest checkpoint of every session of a run (the run's and each sub-agent call's), read once."""
+
+    latest: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rows: dict[str, list[Checkpoint]] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def _histories(run: Run, rows: list[Checkpoint]) -> _Histories:
+    found = _Histories()
+    newest: dict[str, Checkpoint] = {}
+    for row in rows:
+        found.rows.setdefault(row.session_key, []).append(row)
+        newest[row.session_key] = row
+    store = get_store("sessions")
+    for key, row in newest.items():
+        try:
+            found.latest[key] = store.checkpoint_from_row(row)
+        except SealedDataError:  # sealed with a key this process lacks: the page says so, nothing is guessed
+            found.unreadable.append(key)
+    return found
+
+
+def _content_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [part for part in content or [] if isinstance(part, dict)]
+
+
+def _steps_of(session_key: str, agent_path: tuple[str, ...], messages: list[dict[str, Any]], histories: _Histories,
+              requests: dict[str, list[ApprovalRequest]], effects: dict[str, list[Effect]],
+              depth: int = 0) -> list[StoryStep]:
+    results: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if message.get("role") == "tool":
+            for part in _content_parts(message):
+                if part.get("type") == "tool_result":
+                    results[part.get("tool_call_id", "")] = part
+    records_by_step: dict[int, list[Checkpoint]] = defaultdict(list)
+    for row in histories.rows.get(session_key, []):
+        records_by_step[row.step_index].append(row)
+    steps: list[StoryStep] = []
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        number = len(steps)
+        parts = _content_parts(message)
+        text = "".join(part.get("text", "") for part in parts if part.get("type") == "text").strip()
+        calls = []
+        for part in parts:
+            if part.get("type") != "tool_call":
+                continue
+            call_id, name = part.get("tool_call_id", ""), part.get("tool_name", "")
+            events: list[RunStep] = []
+            for request in requests.get(call_id, []):
+                events.extend(_request_steps(request))
+            for effect in effects.get(call_id, []):
+                events.extend(_effect_steps(effect, agent_path))
+            child_key = child_run_id(session_key, name, call_id)
+            sub_steps: list[StoryStep] = []
+            child = histories.latest.get(child_key)
+            if child is not None and depth < 8:
+                sub_steps = _steps_of(child_key, (*agent_path, name), child.get("messages") or [], histories,
+                                      requests, effects, depth + 1)
+            result = results.get(call_id)
+            calls.append(StoryCall(
+                tool_call_id=call_id, tool_name=name, input=part.get("input"), events=tuple(_in_time_order(events)),
+                has_result=result is not None, result=(result or {}).get("output"),
+                is_error=bool((result or {}).get("is_error")),
+                sub_agent=name if child is not None or child_key in histories.rows else "",
+                sub_steps=tuple(sub_steps),
+            ))
+        records = tuple(records_by_step.get(number, ()))
+        steps.append(StoryStep(number=number, agent_path=agent_path, text=text, calls=tuple(calls), records=records,
+                               at=records[0].recorded_at if records else None))
     return steps
+
+
+def run_story(*, run: Run, requests: list[ApprovalRequest] | None = None, effects: list[Effect] | None = None,
+              rows: list[Checkpoint] | None = None) -> list[StoryStep]:
+    """The run's model steps, each with its tool calls and what followed them; a sub-agent call carries the
+    sub-agent's own steps (and their approvals and effects)."""
+    requests = approval_run_list(run=run) if requests is None else requests
+    effects = list(run_effect_rows(run=run)) if effects is None else effects
+    rows = list(run_checkpoint_rows(run=run)) if rows is None else rows
+    return _story(run, _histories(run, rows), requests, effects)
+
+
+def _story(run: Run, histories: _Histories, requests: list[ApprovalRequest], effects: list[Effect]) -> list[StoryStep]:
+    root = histories.latest.get(run.run_id)
+    messages = root["messages"] if root is not None else run_input_messages(run)
+    by_call_requests: dict[str, list[ApprovalRequest]] = defaultdict(list)
+    for request in requests:
+        by_call_requests[request.tool_call_id].append(request)
+    by_call_effects: dict[str, list[Effect]] = defaultdict(list)
+    for effect in effects:
+        by_call_effects[effect.tool_call_id].append(effect)
+    return _steps_of(run.run_id, (), messages, histories, by_call_requests, by_call_effects)
+
+
+# ------------------------------------------------------------------------------------------- the evidence
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A tool result the run has so far: what a reviewer weighs before deciding. ``is_client_supplied`` marks a
+    result the API client sent with its messages rather than one a tool of this run produced."""
+
+    tool_name: str
+    output: Any
+    is_error: bool
+    agent_path: tuple[str, ...]
+    is_client_supplied: bool
+
+
+def _tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        part
+        for message in messages
+        if message.get("role") == "tool"
+        for part in _content_parts(message)
+        if part.get("type") == "tool_result"
+    ]
+
+
+def run_evidence_list(*, run: Run, rows: list[Checkpoint] | None = None) -> list[Evidence]:
+    """Every tool result in the run's latest histories (the run's, then each sub-agent's), oldest first."""
+    rows = list(run_checkpoint_rows(run=run)) if rows is None else rows
+    return _evidence(run, _histories(run, rows))
+
+
+def _evidence(run: Run, histories: _Histories) -> list[Evidence]:
+    client_ids = {part.get("tool_call_id") for part in _tool_results(run_input_messages(run))}
+    root = histories.latest.get(run.run_id)
+    sessions = [(run.run_id, root["messages"] if root is not None else run_input_messages(run), ())]
+    sessions += [
+        (key, checkpoint.get("messages") or [], tuple(checkpoint.get("agent_path") or ()))
+        for key, checkpoint in histories.latest.items()
+        if key != run.run_id
+    ]
+    return [
+        Evidence(
+            tool_name=part.get("tool_name", ""), output=part.get("output"), is_error=bool(part.get("is_error")),
+            agent_path=path, is_client_supplied=key == run.run_id and part.get("tool_call_id") in client_ids,
+        )
+        for key, messages, path in sessions
+        for part in _tool_results(messages)
+    ]
+
+
+# ----------------------------------------------------------------------------------------------- the page
 
 
 @dataclass(frozen=True)
@@ -107,28 +365,73 @@ class RunPage:
 
     run: Run
     state: PeopleState
+    outcome: Outcome
+    request_text: str
     steps: list[RunStep]
+    story: list[StoryStep]
     legs: list[Leg]
-    effects: list[tuple[Effect, str]]  # each with its receipt as formatted JSON ("" when none)
+    effects: list[Effect]
     checkpoints: list[Checkpoint]
     journal_count: int
+    client_results: list[Evidence]
+    unreadable_sessions: list[str]
 
 
-def run_page_get(*, run_id: str) -> RunPage:
-    """One run with its people-facing state, semantic steps, legs, effects and technical records."""
-    run = run_get(run_id=run_id)
+def run_page_get(*, run_id: str | None = None, run: Run | None = None) -> RunPage:
+    """One run with its people-facing state, outcome, semantic steps, story, legs, effects and technical records."""
+    run = run_get(run_id=run_id) if run is None else run
     legs = list(run_leg_list(run=run))
     effects = list(run_effect_rows(run=run))
+    requests = approval_run_list(run=run)
+    rows = list(run_checkpoint_rows(run=run))
+    histories = _histories(run, rows)
+    state = run_people_state(run, legs=legs, effects=effects)
     return RunPage(
         run=run,
-        state=run_people_state(run, legs=legs, effects=effects),
-        steps=run_step_list(run=run),
+        state=state,
+        outcome=run_outcome(run, state=state, effects=effects, requests=requests),
+        request_text=run_first_request(run),
+        steps=run_step_list(run=run, requests=requests, effects=effects, legs=legs),
+        story=_story(run, histories, requests, effects),
         legs=legs,
-        effects=[(effect, _pretty_json(effect.receipt) if effect.receipt else "") for effect in effects],
-        checkpoints=list(run_checkpoint_rows(run=run)),
+        effects=effects,
+        checkpoints=rows,
         journal_count=run_journal_count(run=run),
+        client_results=[item for item in _evidence(run, histories) if item.is_client_supplied],
+        unreadable_sessions=histories.unreadable,
     )
 
 
-def _pretty_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, default=str)
+
+def run_verdict_list(*, run: Run) -> list[dict[str, Any]]:
+    """The run's closed approval requests as the live transcript shows them (who, which verdict, why), oldest
+    first; JSON-ready, and without tokens."""
+    return [
+        {
+            "approval_id": row.approval_id,
+            "tool_name": row.tool_name,
+            "input": row.tool_input,
+            "agent_path": list(row.agent_path or []),
+            "status": row.status,
+            "label": verdict_label(row),
+            "by": row.decided_by.get_username() if row.decided_by else "",
+            "reason": row.reason,
+            "at": row.decided_at.isoformat() if row.decided_at else "",
+        }
+        for row in approval_run_list(run=run)
+        if row.status != Verdict.PENDING
+    ]
+
+
+def verdict_label(request: ApprovalRequest) -> str:
+    """What became of a request, as people say it: "Approved by rita", "Denied by rita", "Expired unanswered"."""
+    who = _who(request.decided_by)
+    return {
+        Verdict.PENDING: "Waiting for a verdict",
+        Verdict.APPROVED: f"Approved by {who}",
+        Verdict.USED: f"Approved by {who}, then carried out",
+        Verdict.DENIED: f"Denied by {who}",
+        Verdict.EXPIRED: "Expired without a verdict",
+        Verdict.SUPERSEDED: "Superseded by a newer request",
+        Verdict.CANCELLED: f"Withdrawn: the run was cancelled by {_who(request.decided_by, 'an operator')}",
+    }.get(request.status, request.get_status_display())

@@ -51,7 +51,12 @@ def serve(transactional_db):
 def viewer(settings, django_user_model):
     # The server checks the password with its own hashers, which do not include the tests' fast MD5.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
-    return django_user_model.objects.create_user(USERNAME, password=PASSWORD, is_staff=True)
+    from approvals.access import SUPPORT_GROUP
+    from approvals.services import role_group_ensure
+
+    user = django_user_model.objects.create_user(USERNAME, password=PASSWORD, is_staff=True)
+    user.groups.add(role_group_ensure(SUPPORT_GROUP))  # support staff read every run
+    return user
 
 
 @pytest.fixture
@@ -81,13 +86,13 @@ def browser(tmp_path, monkeypatch):
 
 
 def log_in(browser, page_url: str) -> None:
-    """Open a page that needs a user, get sent to the admin's login, and sign in."""
+    """Open a page that needs a user, get sent to the site's sign-in page, and sign in."""
     browser.get(page_url)
-    assert urlparse(browser.current_url).path == "/admin/login/"
+    assert urlparse(browser.current_url).path == "/accounts/login/"
     browser.find_element(By.NAME, "username").send_keys(USERNAME)
     browser.find_element(By.NAME, "password").send_keys(PASSWORD)
     browser.find_element(By.CSS_SELECTOR, "[type=submit]").click()
-    WebDriverWait(browser, 30).until(lambda driver: urlparse(driver.current_url).path != "/admin/login/")
+    WebDriverWait(browser, 30).until(lambda driver: urlparse(driver.current_url).path != "/accounts/login/")
 
 
 def journal_text(run_id: str) -> list[list]:
@@ -183,7 +188,7 @@ def test_a_worker_killed_mid_stream_leaves_only_the_restarted_step_on_the_page(s
 def test_the_live_page_sends_a_visitor_without_a_login_to_sign_in(client):
     response = client.get("/runs/live-1/live/")
     assert response.status_code == 302
-    assert response.url == "/admin/login/?next=/runs/live-1/live/"
+    assert response.url == "/accounts/login/?next=/runs/live-1/live/"
 
 
 @pytest.mark.django_db

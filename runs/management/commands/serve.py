@@ -13,14 +13,17 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils.module_loading import import_string
 from twisted.internet import reactor  # the asyncio reactor daphne.server installed
 
-from approvals.services import demo_reviewer_ensure
+from approvals.services import DemoLogin, demo_users_ensure
 from runs.worker import EmbeddedWorkers
+
+#: The git-ignored file (at the repository root) that keeps the demo users' generated passwords.
+DEMO_LOGINS_FILE = ".demo-logins"
 
 
 class Command(BaseCommand):
     help = (
         "Apply migrations, collect static files and serve Deuz (HTTP and WebSockets) "
-        "with daphne. With DEBUG on, also ensures the demo reviewer and prints its login."
+        "with daphne. With DEBUG on, also ensures one demo user per role and prints their logins."
     )
 
     def add_arguments(self, parser):
@@ -53,12 +56,9 @@ class Command(BaseCommand):
         try:
             call_command("migrate", interactive=False, verbosity=0)
             call_command("collectstatic", interactive=False, verbosity=0)
-            login = None
+            logins: list[DemoLogin] = []
             if settings.DEBUG:
-                user, password = demo_reviewer_ensure(
-                    password_file=settings.BASE_DIR / ".demo-reviewer"
-                )
-                login = (user.get_username(), password)
+                logins = demo_users_ensure(password_file=settings.BASE_DIR / DEMO_LOGINS_FILE)
             server = Server(
                 application=import_string(settings.ASGI_APPLICATION),
                 endpoints=build_endpoint_description_strings(host=host, port=port),
@@ -69,7 +69,7 @@ class Command(BaseCommand):
                 verbosity=verbosity,
                 # Announce once the reactor runs: its signal handlers are in place by then,
                 # so whoever reads the banner can already stop the server with a signal.
-                ready_callable=lambda: reactor.callWhenRunning(self._announce, server, host, login),
+                ready_callable=lambda: reactor.callWhenRunning(self._announce, server, host, logins),
             )
             embedded = EmbeddedWorkers(workers)
             embedded.start()
@@ -85,17 +85,25 @@ class Command(BaseCommand):
                 raise CommandError(f"Could not listen on {host}:{port} (see the error above).")
         self.stdout.write("Deuz stopped.")
 
-    def _announce(self, server: Server, host: str, login: tuple[str, str] | None) -> None:
-        """Print where Deuz answers (the real port, when 0 was asked for) and the demo login."""
+    def _announce(self, server: Server, host: str, logins: list[DemoLogin]) -> None:
+        """Print where Deuz answers (the real port, when 0 was asked for) and the demo logins."""
         bound_port = server.listening_addresses[0][1] if server.listening_addresses else "?"
         shown_host = f"[{host.strip('[]')}]" if ":" in host else host
         url = f"http://{shown_host}:{bound_port}/"
         self.stdout.write(f"Deuz is serving at {url}")
-        if login is not None:
-            username, password = login
+        if logins:
             self.stdout.write(
-                f"Demo reviewer login: {username} / {password} (kept in .demo-reviewer; "
-                f"sign in at {url}admin/)"
+                f"Demo logins, one per role (passwords kept in {DEMO_LOGINS_FILE}); sign in at {url}accounts/login/"
+            )
+            width = max(len(f"{login.user.get_username()} / {login.password}") for login in logins)
+            for login in logins:
+                credentials = f"{login.user.get_username()} / {login.password}"
+                self.stdout.write(
+                    f"  {credentials:<{width}}  {login.role.role}: {login.role.does}; "
+                    f"goes to {url}{login.role.goes_to.lstrip('/')}"
+                )
+            self.stdout.write(
+                "  An API token for a demo user: .venv/bin/python manage.py drf_create_token api-user"
             )
         workers = self.embedded_workers
         self.stdout.write(

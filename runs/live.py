@@ -1,0 +1,65 @@
+"""Live pages, runs' side: the Channels groups the run list and run pages follow, and the notification sent to
+them when a run's status changes (a run_status_changed receiver). Frames name what changed, never its data:
+a page fetches itself again, through its view's own permission checks.
+
+  live.runs          the run list of every signed-in user (each consumer drops runs its user may not read)
+  live.run.<digest>  one run's timeline, live transcript and console pages
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from runs.models import Run
+
+__all__ = ["RUNS_GROUP", "live_send", "run_live_group", "run_status_notify"]
+
+logger = logging.getLogger("deuz.live")
+
+RUNS_GROUP = "live.runs"
+
+
+def run_live_group(run_id: str) -> str:
+    """The Channels group of one run's pages (group names allow only a few characters)."""
+    return f"live.run.{hashlib.sha256(run_id.encode()).hexdigest()[:40]}"
+
+
+def live_send(groups: list[str], message: dict[str, Any]) -> None:
+    """Send ``message`` to each group; a broken or missing layer costs the live update only, never the write
+    that caused it (pages still show the truth on their next load)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {"type": "live.changed", **message}
+
+    async def send_all() -> None:
+        for group in groups:
+            await layer.group_send(group, message)
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    try:
+        if loop is not None:  # called from async code (a consumer's test, an async view): do not block its loop
+            loop.create_task(send_all())
+        else:
+            async_to_sync(send_all)()
+    except Exception as exc:
+        logger.warning("Live update to %s not sent: %s", ", ".join(groups), type(exc).__name__)
+
+
+def run_status_notify(*, run_pk: int, **kwargs: Any) -> None:
+    """Tell the run list and the run's pages its status changed (connected to runs.signals.run_status_changed)."""
+    row = Run.objects.filter(pk=run_pk).values("run_id", "status", "created_by_id").first()
+    if row is None:
+        return
+    live_send([RUNS_GROUP, run_live_group(row["run_id"])], {
+        "event": "status", "run_id": row["run_id"], "status": row["status"], "created_by_id": row["created_by_id"],
+    })

@@ -1,0 +1,127 @@
+"""Timelines that tell the truth: cancels with who and when, in order; outcomes; sub-agent calls and their
+approvals inside the parent's story; a step's noisy records grouped under it."""
+
+from __future__ import annotations
+
+import pytest
+
+from approvals.models import ApprovalRequest
+from runs.models import Effect, Leg, Run
+from runs.services import run_cancel
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def step_kinds(html: str) -> list[str]:
+    steps = html.split('<ol class="steps">', 1)[1].split("</ol>", 1)[0]
+    return [chunk.split('"', 1)[0] for chunk in steps.split('data-kind="')[1:]]
+
+
+def steps_text(html: str) -> str:
+    return html.split('<ol class="steps">', 1)[1].split("</ol>", 1)[0]
+
+
+@pytest.fixture
+def support(browser_for):
+    return browser_for("support")
+
+
+def test_a_cancelled_suspended_run_says_who_cancelled_it_and_when_in_order(support, suspended, users):
+    run_cancel(run_id="r1", user=users["owner"])
+    html = support.get("/runs/r1/").content.decode()
+    assert step_kinds(html) == ["proposed", "cancelled", "withdrawn"]
+    steps = steps_text(html)
+    assert "Cancelled by olga" in steps and "the run was cancelled by olga" in steps
+    assert "Superseded" not in steps
+    run = Run.objects.get(run_id="r1")
+    assert f'datetime="{run.cancelled_at.isoformat()}"' in steps  # dated at the cancel, not at the expiry
+
+
+def test_a_running_run_cancelled_shows_the_request_then_the_stop(support, start, users):
+    start("r2")
+    Run.objects.filter(run_id="r2").update(status="running")
+    run_cancel(run_id="r2", user=users["superuser"])
+    Run.objects.filter(run_id="r2").update(status="cancelled")  # the leg stopped at its next await
+    html = support.get("/runs/r2/").content.decode()
+    assert step_kinds(html) == ["cancel_requested", "cancelled"]
+    assert "Cancel requested by root" in steps_text(html)
+
+
+def test_the_run_page_names_the_canceller_in_its_summary(support, suspended, users):
+    run_cancel(run_id="r1", user=users["owner"])
+    html = support.get("/runs/r1/").content.decode()
+    assert "<dt>Cancelled by</dt><dd>olga, " in html
+
+
+def test_a_paid_run_reads_paid_and_a_denied_one_denied(support, start, drain_runs, decide):
+    start("paid")
+    start("denied")
+    drain_runs()
+    decide(ApprovalRequest.objects.get(run__run_id="paid"), approved=True)
+    decide(ApprovalRequest.objects.get(run__run_id="denied"), approved=False, reason="Duplicate of exp-1041")
+    assert set(Run.objects.values_list("status", flat=True)) == {"completed"}
+    html = support.get("/runs/").content.decode()
+    paid = html.split('data-run-id="paid"', 1)[1].split("</tr>", 1)[0]
+    denied = html.split('data-run-id="denied"', 1)[1].split("</tr>", 1)[0]
+    assert 'data-outcome="committed"' in paid and "Paid 84.20 EUR to Ada Lovelace (tx-" in paid
+    assert 'data-outcome="denied"' in denied and "Denied: pay_expense by rita (Duplicate of exp-1041)" in denied
+
+
+@pytest.mark.parametrize(("status", "error", "legs", "says"), [
+    ("failed", "The model refused.", ["start"], "Failed: The model refused."),
+    ("needs_review", "The payment outcome is unknown.", ["start"], "Needs review: The payment outcome is unknown."),
+    ("queued", "", ["start"], "Retry scheduled"),
+])
+def test_the_run_list_says_each_outcome(support, users, status, error, legs, says):
+    run = Run.objects.create(run_id="o-1", agent="reimbursement", status=status, error=error, input_messages="[]",
+                             created_by=users["owner"])
+    for number, kind in enumerate(legs, start=1):
+        Leg.objects.create(run=run, number=number, kind=kind, owner_epoch=number, worker_id="w", finish_reason="lost")
+    row = support.get("/runs/").content.decode().split('data-run-id="o-1"', 1)[1].split("</tr>", 1)[0]
+    assert says in row
+
+
+def test_the_run_list_shows_the_creator_and_the_request(support, suspended):
+    row = support.get("/runs/").content.decode().split('data-run-id="r1"', 1)[1].split("</tr>", 1)[0]
+    assert '<td data-label="Started by">olga</td>' in row
+    assert '<span class="request-text">Reimburse exp-1042</span>' in row
+
+
+def test_a_sub_agents_call_and_its_approval_sit_inside_the_parents_story(support, start, drain_runs):
+    start("c1", agent="coder", text="Fix the failing test")
+    drain_runs()
+    html = support.get("/runs/c1/").content.decode()
+    story = html.split('id="run-story"', 1)[1].split("</section>", 1)[0]
+    call = story.split('data-sub-agent="coder"', 1)[1]
+    assert "Sub-agent call: <code>coder</code>" in story
+    assert 'data-agent-path="coder"' in call and 'data-tool="run_shell"' in call
+    assert "Proposed: run_shell" in call
+    assert "in the sub-agent coder" in steps_text(html)
+
+
+def test_a_sub_agents_result_appears_under_its_call_once_it_ran(support, start, drain_runs, decide):
+    start("c1", agent="coder", text="Fix the failing test")
+    drain_runs()
+    decide(ApprovalRequest.objects.get(run__run_id="c1"), approved=True)
+    assert Run.objects.get(run_id="c1").status == "completed"
+    story = support.get("/runs/c1/").content.decode().split('id="run-story"', 1)[1].split("</section>", 1)[0]
+    shell = story.split('data-tool="run_shell"', 1)[1].split('class="call"', 1)[0]
+    assert "Approved: run_shell" in shell and "3 passed" in shell
+
+
+def test_a_steps_checkpoints_are_grouped_under_it_on_demand(support, suspended):
+    story = support.get("/runs/r1/").content.decode().split('id="run-story"', 1)[1].split("</section>", 1)[0]
+    first_step = story.split('data-step="0"', 1)[1].split('data-step="1"', 1)[0]
+    assert '<details class="records">' in first_step and "checkpoint" in first_step
+
+
+def test_the_technical_records_stay_behind_a_disclosure(support, suspended):
+    html = support.get("/runs/r1/").content.decode()
+    assert "<summary>Technical records:" in html
+
+
+def test_an_effects_receipt_is_coloured_json(support, suspended, decide):
+    decide(suspended, approved=True)
+    effects = support.get("/runs/r1/").content.decode().split('id="run-effects"', 1)[1].split("</section>", 1)[0]
+    assert Effect.objects.get().status == "committed"
+    assert '<span class="json-key">&quot;transaction_id&quot;</span>' in effects
