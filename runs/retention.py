@@ -82,7 +82,8 @@ def _batches(older_than_days: int, batch_size: int, *, dry_run: bool) -> Iterato
 @transaction.atomic
 def _prune(run_pks: list[int]) -> tuple[int, int, int]:
     now, pruned = timezone.now(), []
-    for run in Run.objects.select_for_update().select_related("created_by", "cancelled_by").filter(pk__in=run_pks):
+    locked = Run.objects.select_for_update(of=("self",)).select_related("created_by", "cancelled_by")
+    for run in locked.filter(pk__in=run_pks):
         if run.status not in FINISHED or run.pruned_at is not None:
             continue  # it moved on (an operator resumed it) since the batch was read
         receipt = json.dumps(run_receipt(run), ensure_ascii=False)

@@ -117,7 +117,7 @@ def test_api_refusals_are_private_and_never_stored(client):
 def test_the_event_stream_keeps_the_caching_its_view_chose(root):
     response = root.get("/api/runs/r1/events/")
     assert response["Content-Type"] == "text/event-stream"
-    assert response["Cache-Control"] == "no-cache"
+    assert response["Cache-Control"] == "private, no-store"
     response.close()
 
 

@@ -291,7 +291,8 @@ def test_a_data_error_mid_stream_ends_with_a_redacted_error_part_and_done(monkey
     _failing_reads(monkeypatch, DataError(f"invalid byte sequence near {settings.SECRET_KEY}"))
     events = _events(owner, "doomed")
     assert [event["data"] for event in events] == [
-        {"type": "error", "error": {"name": "DataError", "message": "invalid byte sequence near [redacted]"}},
+        {"type": "error", "error": {"name": "DataError", "message": "invalid byte sequence near [redacted]"},
+         "retryable": False, "retry_after_ms": None},
         "[DONE]",
     ]
 
@@ -307,7 +308,8 @@ def test_a_websocket_ends_a_data_error_with_a_redacted_error_frame_and_done(monk
     queued_run("doomed", owner)
     _failing_reads(monkeypatch, DataError(f"bad {settings.DEUZ_APPROVAL_SECRET}"))
     received, code = ws_follow("/ws/runs/doomed/", headers=[token_header(owner)])
-    assert received == [{"seq": None, "part": {"type": "error", "error": {"name": "DataError", "message": "bad [redacted]"}}},
+    assert received == [{"seq": None, "part": {"type": "error", "error": {"name": "DataError", "message": "bad [redacted]"},
+                                               "retryable": False, "retry_after_ms": None}},
                         {"done": True}] and code == 1000
 
 
