@@ -25,6 +25,7 @@ from runs.models import Leg, Run
 from runs.notify import runs_notify
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint
+from runs.runtime.types import AgentCheckpoint
 from runs.signals import run_cancelled
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "run_cancel",
     "run_cancel_requested",
     "run_checkpoint_mirror",
+    "run_checkpoint_mirror_changes",
     "run_claim",
     "run_lease_renew",
     "run_leg_finish",
@@ -146,12 +148,17 @@ def run_checkpoint_mirror(saved: SavedCheckpoint) -> None:
     """The run row mirrors its latest root checkpoint's step and cumulative usage (a leg's save hook, inside the
     fenced save). Its status stays: the run becomes suspended when the leg closes, after the journal has every
     part of the leg, so a follower that sees "suspended" finds the approval requests."""
-    if not saved.is_root:
-        return
-    checkpoint = saved.checkpoint
-    Run.objects.filter(pk=saved.revision.run_id).update(
-        step_index=checkpoint["step_index"], usage=dict(checkpoint["usage"])
-    )
+    changes = run_checkpoint_mirror_changes(saved.checkpoint)
+    if changes:
+        Run.objects.filter(pk=saved.revision.run_id).update(**changes)
+
+
+def run_checkpoint_mirror_changes(checkpoint: AgentCheckpoint) -> dict[str, Any]:
+    """The run fields a checkpoint mirrors (none for a sub-agent's); a store that folds them into its fence's
+    UPDATE (DatabaseSessionStore's ``run_changes``) saves the mirror a statement of its own."""
+    if "::" in checkpoint["run_id"]:
+        return {}
+    return {"step_index": checkpoint["step_index"], "usage": dict(checkpoint["usage"])}
 
 
 @transaction.atomic
