@@ -62,6 +62,7 @@ class OverheadResult:
     stored_bytes: int
     history_bytes: int
     plain_step_ms: Spread
+    cpu_ms: Spread
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -91,29 +92,38 @@ def measure(*, steps: int = 200, repeats: int = 5, synchronous: str | None = Non
 async def _measure(steps: int, repeats: int, synchronous: str | None) -> OverheadResult:
     vendor = connection.vendor
     mode = await sync_to_async(_synchronous_mode)()
-    durable, plain, waits, growths = [], [], [], []
+    durable, plain, waits, growths, floor, cpu = [], [], [], [], [], []
     saves = 0
     history: list[dict[str, Any]] = []
     stored = 0
     try:
+        await sync_to_async(_floor_table)(create=True)
+        # Each repeat runs the plain run, the durable run and the floor back to back, so a machine whose load
+        # drifts (a shared one) weighs on the three alike.
         for attempt in range(repeats + 1):
+            plain_cpu = time.process_time()
             plain_seconds = await run_steps(steps)
+            plain_cpu = time.process_time() - plain_cpu
             run = await sync_to_async(bench_run)("overhead")
             store = TimedStore(durable_store(run.run_id))
+            durable_cpu = time.process_time()
             seconds = await run_steps(steps, store=store, run_id=run.run_id)
-            if attempt == 0:  # the warm-up: count statements and bytes on its data, time nothing
+            durable_cpu = time.process_time() - durable_cpu
+            if attempt == 0:  # the warm-up: keep the history (the floor writes it) and count bytes, time nothing
                 history = (await sync_to_async(store.inner.load_sync)(run.run_id))["messages"]
                 stored = await sync_to_async(stored_bytes)(run.run_id)
             else:
                 durable.append(seconds)
                 plain.append(plain_seconds)
+                cpu.append(durable_cpu - plain_cpu)
                 waits.append(sum(store.seconds.values()))
                 growths.append(_growth(store.seconds, steps))
+                floor.append(await sync_to_async(_floor)(history))
             saves = store.saves
             await sync_to_async(Run.objects.filter(pk=run.pk).delete)()
         statements = await _statements_per_save(steps)
-        floor = await sync_to_async(_floor)(history, repeats)
     finally:
+        await sync_to_async(_floor_table)(create=False)
         await close_thread_connections()
     history_bytes = len(json.dumps(encode_value(history)))
     overheads = [(d - p) / steps * 1000 for d, p in zip(durable, plain)]
@@ -129,6 +139,7 @@ async def _measure(steps: int, repeats: int, synchronous: str | None) -> Overhea
         stored_bytes=stored,
         history_bytes=history_bytes,
         plain_step_ms=Spread.of([p / steps * 1000 for p in plain]),
+        cpu_ms=Spread.of([seconds / steps * 1000 for seconds in cpu]),
     )
 
 
@@ -178,32 +189,31 @@ async def _statements_per_save(steps: int) -> float:
 _FLOOR_TABLE = "bench_floor"
 
 
-def _floor(history: list[dict[str, Any]], repeats: int) -> list[float]:
-    """Seconds for the run's saves done as bare INSERT + COMMIT of each save's new messages, ``repeats`` times.
+def _floor_table(*, create: bool) -> None:
+    sqlite = connection.vendor == "sqlite"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {_FLOOR_TABLE}")
+        if create:
+            key = "INTEGER PRIMARY KEY" if sqlite else "BIGSERIAL PRIMARY KEY"
+            cursor.execute(f"CREATE TABLE {_FLOOR_TABLE} (id {key}, data {'BLOB' if sqlite else 'BYTEA'} NOT NULL)")
+
+
+def _floor(history: list[dict[str, Any]]) -> float:
+    """Seconds for the run's saves done as bare INSERT + COMMIT of each save's new messages (raw driver calls).
 
     The saves of a run write, in order, the input and the first decision, then each later message alone."""
     batches = [[history[0], history[1]], *([message] for message in history[2:])]
-    encoded = [[json.dumps(encode_value(message)).encode() for message in batch] for batch in batches]
+    encoded = [[(json.dumps(encode_value(message)).encode(),) for message in batch] for batch in batches]
     connection.ensure_connection()
-    raw = connection.connection
     sqlite = connection.vendor == "sqlite"
-    mark = "?" if sqlite else "%s"
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE IF EXISTS {_FLOOR_TABLE}")
-        key = "INTEGER PRIMARY KEY" if sqlite else "BIGSERIAL PRIMARY KEY"
-        cursor.execute(f"CREATE TABLE {_FLOOR_TABLE} (id {key}, data {'BLOB' if sqlite else 'BYTEA'} NOT NULL)")
-    timings = []
+    sql = f"INSERT INTO {_FLOOR_TABLE} (data) VALUES ({'?' if sqlite else '%s'})"
+    cursor = connection.connection.cursor()
     try:
-        for _ in range(repeats + 1):
-            cursor = raw.cursor()
-            started = time.perf_counter()
-            for batch in encoded:
-                cursor.execute("BEGIN IMMEDIATE" if sqlite else "BEGIN")
-                cursor.executemany(f"INSERT INTO {_FLOOR_TABLE} (data) VALUES ({mark})", [(data,) for data in batch])
-                cursor.execute("COMMIT")
-            timings.append(time.perf_counter() - started)
-            cursor.close()
+        started = time.perf_counter()
+        for batch in encoded:
+            cursor.execute("BEGIN IMMEDIATE" if sqlite else "BEGIN")
+            cursor.executemany(sql, batch)
+            cursor.execute("COMMIT")
+        return time.perf_counter() - started
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP TABLE IF EXISTS {_FLOOR_TABLE}")
-    return timings[1:]
+        cursor.close()

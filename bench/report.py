@@ -33,14 +33,15 @@ def table(results: dict[str, Any]) -> list[str]:
             )
     lines += [
         "",
-        "| back end | store's wait per step | statements per save | growth (steps 191-200 / 1-10, bar 1.1) "
-        "| bytes stored / final history (bar 2x) |",
-        "|---|---|---|---|---|",
+        "| back end | store's wait per step | this process's CPU per step | statements per save "
+        "| growth (steps 191-200 / 1-10, bar 1.1) | bytes stored / final history (bar 2x) |",
+        "|---|---|---|---|---|---|",
     ]
     for database in databases:
         for row in database["overhead"]:
             lines.append(
-                f"| {row['label']} | {_spread(row['save_wait_ms'])} | {row['statements_per_save']:.1f} "
+                f"| {row['label']} | {_spread(row['save_wait_ms'])} | {_spread(row['cpu_ms'])} "
+                f"| {row['statements_per_save']:.1f} "
                 f"| {_spread(row['growth'])} {_verdict(row['growth']['median'] <= 1.1)} "
                 f"| {row['bytes_ratio']:.2f}x ({row['stored_bytes']:,} B / {row['history_bytes']:,} B) "
                 f"{_verdict(row['bytes_ratio'] < 2.0)} |"
