@@ -24,6 +24,9 @@ def _child(run_id: str) -> None:
     from runs.runtime.durable import resume_stream_from_checkpoint
     from runs.runtime.testing import ScriptedModel
     from bench.workload import durable_store, tools
+    from runs.stores import get_store
+
+    get_store("sessions"), get_store("streams")  # the back ends' imports, done at a worker's first leg
 
     ready_at = time.time()
     setup_ms = (time.perf_counter() - started) * 1000

@@ -32,7 +32,7 @@ from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
 from runs.runtime.types import AgentCheckpoint
 from runs.sealing import seal, unseal
 
-_PLAIN = b"p"  # runs.sealing's marker of unsealed data
+_PLAIN_BYTE = ord("p")  # runs.sealing's marker of unsealed data
 
 __all__ = ["DatabaseSessionStore", "RunChanges", "root_run_id"]
 
@@ -65,7 +65,7 @@ def _decode_chain(stored: list[Any]) -> list[Any]:
     """A chain's stored messages decoded in one JSON parse (markers, where any, decoded after)."""
     if not stored:
         return []
-    if all(bytes(data[:1]) == _PLAIN for data in stored):  # unsealed: the JSON follows the marker byte
+    if all(data[0] == _PLAIN_BYTE for data in stored):  # unsealed: the JSON follows the marker byte
         plains: list[Any] = [memoryview(data)[1:] for data in stored]
     else:
         plains = [unseal(data) for data in stored]
@@ -113,6 +113,7 @@ class DatabaseSessionStore:
         self.on_save = on_save
         self.run_changes = run_changes
         self._heads: dict[str, _Head] = {}  # fenced views only: what this view committed or loaded last, per key
+        self._save_async = sync_to_async(self.save_sync)
 
     def __repr__(self) -> str:
         return f"DatabaseSessionStore(fence={self.fence!r})"
@@ -128,7 +129,11 @@ class DatabaseSessionStore:
     # The SessionStore protocol: sync callers get results, async callers get awaitables.
 
     def save(self, checkpoint: AgentCheckpoint) -> Any:
-        return _dispatch(self.save_sync, checkpoint)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self.save_sync(checkpoint)
+        return self._save_async(checkpoint)  # one thread hop, through a wrapper built once per view
 
     def load(self, run_id: str) -> Any:
         return _dispatch(self.load_sync, run_id)
@@ -143,7 +148,7 @@ class DatabaseSessionStore:
         return _dispatch(self.checkpoint_list_sync, run_id, include_sub_agents)
 
     async def asave(self, checkpoint: AgentCheckpoint) -> None:
-        await sync_to_async(self.save_sync)(checkpoint)
+        await self._save_async(checkpoint)
 
     async def aload(self, run_id: str) -> AgentCheckpoint | None:
         return await sync_to_async(self.load_sync)(run_id)
