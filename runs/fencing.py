@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import JSONField
 from django.utils import timezone
 
@@ -56,12 +56,13 @@ class OwnerFence:
         the same statement; returns the run's primary key. Raises StaleOwnerError when another epoch owns it."""
         if not changes and self.is_held():
             return self.run_pk  # this transaction already checked it and holds the row lock
-        params = [connection.ops.adapt_datetimefield_value(timezone.now())]
+        db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once (the proxy costs per access)
+        params = [db.ops.adapt_datetimefield_value(timezone.now())]
         for name, value in changes.items():
-            params.append(_adapt(name, value))
+            params.append(_adapt(db, name, value))
         params += [self.run_pk, self.epoch]
-        with connection.cursor() as cursor:
-            cursor.execute(_update_sql(tuple(changes)), params)
+        with db.cursor() as cursor:
+            cursor.execute(_update_sql_for(db.vendor, tuple(changes)), params)
             updated = cursor.rowcount
         if updated != 1:
             raise StaleOwnerError(self.run_id, self.epoch)
@@ -94,18 +95,14 @@ def _update_sql_for(vendor: str, names: tuple[str, ...]) -> str:
     return f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(sets)} WHERE id = %s AND owner_epoch = %s"
 
 
-def _update_sql(names: tuple[str, ...]) -> str:
-    return _update_sql_for(connection.vendor, names)
-
-
-def _adapt(name: str, value: Any) -> Any:
+def _adapt(db: Any, name: str, value: Any) -> Any:
     """``value`` for the run's field ``name`` as the back end takes it (JSON and dates adapted, the rest as is)."""
     field = Run._meta.get_field(name)
     if value is None:
         return None
     if isinstance(field, JSONField):
-        return connection.ops.adapt_json_value(value, field.encoder)
-    return field.get_db_prep_save(value, connection=connection)
+        return db.ops.adapt_json_value(value, field.encoder)
+    return field.get_db_prep_save(value, connection=db)
 
 
 def _held_keys() -> set[tuple[str, int]]:

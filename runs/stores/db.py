@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from runs.errors import StaleOwnerError
@@ -164,10 +164,11 @@ class DatabaseSessionStore:
         with transaction.atomic():
             if known is None:
                 known = _stored_head(key)
-            if self.fence is not None and connection.vendor == "postgresql":
-                row, head_plain = self._save_fenced_postgresql(checkpoint, known)
+            db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once (the proxy costs per access)
+            if self.fence is not None and db.vendor == "postgresql":
+                row, head_plain = self._save_fenced_postgresql(db, checkpoint, known)
             else:
-                row, head_plain = self._save_statements(checkpoint, known)
+                row, head_plain = self._save_statements(db, checkpoint, known)
             row._state.adding, row._state.db = False, "default"
             if self.on_save is not None:
                 saved = SavedCheckpoint(checkpoint, row, known.status if known is not None else None)
@@ -181,21 +182,23 @@ class DatabaseSessionStore:
                 transaction.on_commit(lambda: self._heads.__setitem__(key, committed))
         return row
 
-    def _save_statements(self, checkpoint: AgentCheckpoint, known: _Head | None) -> tuple[Checkpoint, bytes | None]:
+    def _save_statements(
+        self, db: Any, checkpoint: AgentCheckpoint, known: _Head | None
+    ) -> tuple[Checkpoint, bytes | None]:
         """The fence's UPDATE, one INSERT per new message, one for the checkpoint (SQLite: no round trips)."""
         key, messages = checkpoint["run_id"], checkpoint["messages"]
         run_pk, epoch = self._owned_run(root_run_id(key), checkpoint)
         head_id, count, head_plain = self._shared_prefix(key, known, messages)
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             for position in range(count, len(messages)):
                 head_plain = _encode(messages[position])
-                head_id = _insert(cursor, _message_sql(), [run_pk, key, head_id, position, seal(head_plain)])
+                head_id = _insert(db, cursor, _message_sql(db), [run_pk, key, head_id, position, seal(head_plain)])
             row = _checkpoint_row(checkpoint, run_pk, head_id, epoch)
-            row.pk = _insert(cursor, _checkpoint_sql(), _checkpoint_params(row))
+            row.pk = _insert(db, cursor, _checkpoint_sql(db), _checkpoint_params(db, row))
         return row, head_plain
 
     def _save_fenced_postgresql(
-        self, checkpoint: AgentCheckpoint, known: _Head | None
+        self, db: Any, checkpoint: AgentCheckpoint, known: _Head | None
     ) -> tuple[Checkpoint, bytes | None]:
         """The whole save in one statement (one round trip): the fence's UPDATE, then, only if it matched a row,
         the new messages and the checkpoint, as data-modifying CTEs. A stale epoch matches no row: nothing is
@@ -207,26 +210,25 @@ class DatabaseSessionStore:
             raise ValueError(f"This store is fenced to run {fence.run_id!r}, not {root_run_id(key)!r}.")
         head_id, count, head_plain = self._shared_prefix(key, known, messages)
         if len(messages) - count > _FOLDED_MESSAGES:  # a long first history: statement by statement
-            return self._save_statements(checkpoint, known)
+            return self._save_statements(db, checkpoint, known)
         plains = [_encode(message) for message in messages[count:]]
         changes = self.run_changes(checkpoint) if self.run_changes is not None else {}
-        ops = connection.ops
-        params: list[Any] = [ops.adapt_datetimefield_value(timezone.now())]
-        params += [_adapt_run_field(name, value) for name, value in changes.items()]
+        params: list[Any] = [db.ops.adapt_datetimefield_value(timezone.now())]
+        params += [_adapt_run_field(db, name, value) for name, value in changes.items()]
         params += [fence.run_pk, fence.epoch]
         for offset, plain in enumerate(plains):
             params += [key, head_id] if offset == 0 else [key]
             params += [count + offset, seal(plain)]
         row = _checkpoint_row(checkpoint, fence.run_pk, None, fence.epoch)
-        checkpoint_params = _checkpoint_params(row)
+        checkpoint_params = _checkpoint_params(db, row)
         del checkpoint_params[0]  # the run's id comes from the fence's UPDATE
         if plains:
             del checkpoint_params[5]  # and the head's from the last message's INSERT
         else:
             checkpoint_params[5] = head_id
         params += checkpoint_params
-        with connection.cursor() as cursor:
-            cursor.execute(_folded_sql(len(plains), tuple(changes)), params)
+        with db.cursor() as cursor:
+            cursor.execute(_folded_sql_for(db.vendor, len(plains), tuple(changes)), params)
             written = cursor.fetchone()
         if written is None:
             raise StaleOwnerError(fence.run_id, fence.epoch)
@@ -416,9 +418,9 @@ _CHECKPOINT_COLUMNS = (
 )
 
 
-def _checkpoint_params(row: Checkpoint) -> list[Any]:
+def _checkpoint_params(db: Any, row: Checkpoint) -> list[Any]:
     """The row's values as the back end takes them (the adapters its fields' get_db_prep_save would pick)."""
-    ops = connection.ops
+    ops = db.ops
     return [
         row.run_id, row.session_key, row.step_index, row.status, ops.adapt_json_value(row.usage, None),
         ops.adapt_json_value(row.agent_path, None), row.head_id, row.message_count, row.pending_approvals,
@@ -429,16 +431,16 @@ def _checkpoint_params(row: Checkpoint) -> list[Any]:
 _SQL: dict[tuple[str, str], str] = {}
 
 
-def _insert_sql(model: Any, columns: tuple[str, ...]) -> str:
-    key = (connection.vendor, model._meta.db_table)
+def _insert_sql(db: Any, model: Any, columns: tuple[str, ...]) -> str:
+    key = (db.vendor, model._meta.db_table)
     sql = _SQL.get(key)
     if sql is None:
-        quote = connection.ops.quote_name
+        quote = db.ops.quote_name
         sql = (
             f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(column) for column in columns)}) "
             f"VALUES ({', '.join(['%s'] * len(columns))})"
         )
-        if connection.features.can_return_columns_from_insert:
+        if db.features.can_return_columns_from_insert:
             sql += " RETURNING id"
         _SQL[key] = sql
     return sql
@@ -448,13 +450,13 @@ def _insert_sql(model: Any, columns: tuple[str, ...]) -> str:
 _FOLDED_MESSAGES = 8
 
 
-def _adapt_run_field(name: str, value: Any) -> Any:
+def _adapt_run_field(db: Any, name: str, value: Any) -> Any:
     field = Run._meta.get_field(name)
     if value is None:
         return None
     if field.get_internal_type() == "JSONField":
-        return connection.ops.adapt_json_value(value, None)
-    return field.get_db_prep_save(value, connection=connection)
+        return db.ops.adapt_json_value(value, None)
+    return field.get_db_prep_save(value, connection=db)
 
 
 @functools.cache
@@ -491,21 +493,17 @@ def _folded_sql_for(vendor: str, new: int, changes: tuple[str, ...]) -> str:
     return f"WITH {', '.join(parts)} SELECT {head}, c.id FROM c"
 
 
-def _folded_sql(new: int, changes: tuple[str, ...]) -> str:
-    return _folded_sql_for(connection.vendor, new, changes)
+def _message_sql(db: Any) -> str:
+    return _insert_sql(db, RunMessage, ("run_id", "session_key", "parent_id", "position", "data"))
 
 
-def _message_sql() -> str:
-    return _insert_sql(RunMessage, ("run_id", "session_key", "parent_id", "position", "data"))
+def _checkpoint_sql(db: Any) -> str:
+    return _insert_sql(db, Checkpoint, _CHECKPOINT_COLUMNS)
 
 
-def _checkpoint_sql() -> str:
-    return _insert_sql(Checkpoint, _CHECKPOINT_COLUMNS)
-
-
-def _insert(cursor: Any, sql: str, params: list[Any]) -> int:
+def _insert(db: Any, cursor: Any, sql: str, params: list[Any]) -> int:
     """One row in; its id back from the same statement (RETURNING, or SQLite's last row id)."""
     cursor.execute(sql, params)
-    if connection.features.can_return_columns_from_insert:
+    if db.features.can_return_columns_from_insert:
         return cursor.fetchone()[0]
     return cursor.lastrowid
