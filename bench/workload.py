@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,6 +22,7 @@ from runs.runtime.stores import resolve
 from runs.runtime.testing import ScriptedModel
 
 __all__ = [
+    "MESSAGES",
     "TOOL_RESULT",
     "TimedStore",
     "bench_run",
@@ -163,9 +163,3 @@ def sqlite_synchronous(mode: str | None) -> Any:
     finally:
         connection_created.disconnect(pragma)
         connections.close_all()
-
-
-def timed(function: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    function()
-    return time.perf_counter() - started
