@@ -232,3 +232,33 @@ def test_bytes_and_marker_like_dicts_round_trip_through_a_chain(owned_run):
     ]
     DatabaseSessionStore().fenced("r1", 3).save(checkpoint(messages=messages))
     assert DatabaseSessionStore().load("r1")["messages"] == messages
+
+
+class _PartLog:
+    """A leg's part log as the journal writer reads it (what a StreamChatResult offers)."""
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+
+    def parts_from(self, index):
+        return self.parts[index:]
+
+    def parts_count(self):
+        return len(self.parts)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_flusher_skips_its_tick_right_after_a_checkpoints_flush_and_writes_on_the_next():
+    from asgiref.sync import async_to_sync
+
+    from runs.journal import JournalWriter
+
+    Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+    writer = JournalWriter(run_id="r1", epoch=3)
+    writer.source = _PartLog([{"type": "text-delta", "text": "a"}, {"type": "text-delta", "text": "b"}])
+    writer.flush_all_sync()  # what a checkpoint's save hook does
+    writer.source.parts.append({"type": "text-delta", "text": "c"})
+    async_to_sync(writer.tick)()
+    skipped = writer.last_seq
+    async_to_sync(writer.tick)()
+    assert (skipped, writer.last_seq) == (1, 2)
