@@ -46,6 +46,7 @@ class JournalWriter:
         self._lock = threading.Lock()
         self.last_seq = -1
         self._notified = -1
+        self._skip_tick = False  # a checkpoint's hook flushed since the last tick
         #: Parts the leg writes before its own (a recovery notice the runtime could not know to send).
         self.prefix: list[dict[str, Any]] = []
 
@@ -73,6 +74,7 @@ class JournalWriter:
         """Flush until every part emitted so far is written (the checkpoint hook: nothing may lag behind)."""
         while self.source is not None and self.source.parts_count() > self._taken:
             self.flush_sync()
+            self._skip_tick = True
         return self.last_seq
 
     def end_leg_sync(self, *, last_parts: list[dict[str, Any]] | tuple = ()) -> int:
@@ -86,15 +88,22 @@ class JournalWriter:
             return last
 
     async def run(self, done: asyncio.Event) -> None:
-        """Flush every few milliseconds until ``done``; wake followers after each flush that wrote parts."""
+        """Flush every few milliseconds until ``done``; wake followers after each flush that wrote parts. A tick
+        right after a checkpoint's flush (which writes every part emitted so far) is skipped: that saves a
+        transaction and a thread hop per step, and a part still waits at most two ticks."""
         while not done.is_set():
             try:
                 await asyncio.wait_for(done.wait(), self.flush_seconds)
             except TimeoutError:
                 pass
-            if self.source is not None and self.source.parts_count() > self._taken:
-                await sync_to_async(self.flush_sync)()
-            await self.notify()
+            await self.tick()
+
+    async def tick(self) -> None:
+        """One round of ``run``: flush what is new (unless a checkpoint just did), then wake followers."""
+        skip, self._skip_tick = self._skip_tick, False
+        if self.source is not None and self.source.parts_count() > self._taken and not skip:
+            await sync_to_async(self.flush_sync)()
+        await self.notify()
 
     async def notify(self) -> None:
         if self.last_seq <= self._notified:

@@ -47,7 +47,14 @@ from runs.runtime.stores import SavedCheckpoint
 from runs.runtime.usage import empty_usage
 from runs.secrets import service_secrets
 from runs.selectors import run_latest_checkpoint_row
-from runs.services import Claim, run_cancel_requested, run_checkpoint_mirror, run_lease_renew, run_leg_finish
+from runs.services import (
+    Claim,
+    run_cancel_requested,
+    run_checkpoint_mirror,
+    run_checkpoint_mirror_changes,
+    run_lease_renew,
+    run_leg_finish,
+)
 from runs.stores import get_store
 
 __all__ = ["SUSPENSION_NOT_STORED", "leg_execute", "leg_secrets"]
@@ -112,19 +119,32 @@ class _Leg:
         self.writer = JournalWriter(run_id=claim.run_id, epoch=claim.epoch)
         self.definition: AgentDefinition | None = None
         self.last_parts: list[dict[str, Any]] = []  # the worker's own word on the leg, written before its sentinel
+        self.mirror_folded = False  # set by session_store
 
     def on_save(self, saved: SavedCheckpoint) -> None:
         """Inside every checkpoint's transaction: the journal first, then the run's mirror and approvals."""
         self.writer.flush_all_sync()
-        run_checkpoint_mirror(saved)
+        if not self.mirror_folded:
+            run_checkpoint_mirror(saved)
         approval_checkpoint_saved(saved)
+
+    def session_store(self) -> Any:
+        """The leg's fenced session store with its save hook (the benchmarks build theirs here, to measure this).
+        A store that can fold the run's mirror into its fence's UPDATE does, saving a statement per save."""
+        sessions = get_store("sessions")
+        self.mirror_folded = bool(getattr(sessions, "folds_run_changes", False))
+        if self.mirror_folded:
+            return sessions.fenced(
+                self.claim.run_id, self.claim.epoch, on_save=self.on_save, run_changes=run_checkpoint_mirror_changes
+            )
+        return sessions.fenced(self.claim.run_id, self.claim.epoch, on_save=self.on_save)
 
     async def start(self) -> Any:
         claim = self.claim
         run = await Run.objects.aget(run_id=claim.run_id)
         definition = await sync_to_async(agent_build)(run.agent, leg=LegContext(run.run_id, claim.epoch, self.fault))
         self.definition = definition
-        store = get_store("sessions").fenced(run.run_id, claim.epoch, on_save=self.on_save)
+        store = self.session_store()
         options = dict(
             model=definition.model,
             tools=definition.tools,

@@ -26,6 +26,7 @@ from runs.notify import runs_notify
 from runs.retries import RetryPlan
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint
+from runs.runtime.types import AgentCheckpoint
 from runs.signals import run_cancelled, run_status_changed_on_commit
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "run_cancel",
     "run_cancel_requested",
     "run_checkpoint_mirror",
+    "run_checkpoint_mirror_changes",
     "run_claim",
     "run_lease_renew",
     "run_leg_finish",
@@ -155,12 +157,18 @@ def run_checkpoint_mirror(saved: SavedCheckpoint) -> None:
     fenced save). Its status stays: the run becomes suspended when the leg closes, after the journal has every
     part of the leg, so a follower that sees "suspended" finds the approval requests. A checkpoint is a step that
     succeeded, so the count of retries in a row starts again."""
-    if not saved.is_root:
-        return
-    checkpoint = saved.checkpoint
-    Run.objects.filter(pk=saved.revision.run_id).update(
-        step_index=checkpoint["step_index"], usage=dict(checkpoint["usage"]), retry_attempt=0, retry_at=None
-    )
+    changes = run_checkpoint_mirror_changes(saved.checkpoint)
+    if changes:
+        Run.objects.filter(pk=saved.revision.run_id).update(**changes)
+
+
+def run_checkpoint_mirror_changes(checkpoint: AgentCheckpoint) -> dict[str, Any]:
+    """The run fields a checkpoint mirrors (none for a sub-agent's); a store that folds them into its fence's
+    UPDATE (DatabaseSessionStore's ``run_changes``) saves the mirror a statement of its own."""
+    if "::" in checkpoint["run_id"]:
+        return {}
+    return {"step_index": checkpoint["step_index"], "usage": dict(checkpoint["usage"]), "retry_attempt": 0,
+            "retry_at": None}
 
 
 @transaction.atomic

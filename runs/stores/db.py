@@ -3,17 +3,28 @@
 A history is a chain of RunMessage rows. Saving a checkpoint writes only the messages the chain does not
 have yet plus one small Checkpoint row, so a run's storage grows with its history, not with the square
 of it. Loading walks the chain back from the checkpoint's head.
+
+A save is one transaction of few statements: the fence's UPDATE of the run (which also carries the run's
+step and usage mirror when the leg asks for it), one INSERT per new message (a step has one), one INSERT of
+the checkpoint row. A fenced view remembers the head it committed last, so it reads nothing back: while its
+epoch owns the run nobody else writes it, and the fence in the same transaction proves the epoch still does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.utils import timezone
 
+from runs.errors import StaleOwnerError
 from runs.fencing import OwnerFence
 from runs.models import Checkpoint, Run, RunMessage
 from runs.runtime.codec import decode_value, encode_value
@@ -21,15 +32,50 @@ from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
 from runs.runtime.types import AgentCheckpoint
 from runs.sealing import seal, unseal
 
-__all__ = ["DatabaseSessionStore", "root_run_id"]
+_PLAIN_BYTE = ord("p")  # runs.sealing's marker of unsealed data
+
+__all__ = ["DatabaseSessionStore", "RunChanges", "root_run_id"]
+
+#: Fields of the run a save sets in its fence's UPDATE (a leg mirrors step and usage there), from the checkpoint.
+RunChanges = Callable[[AgentCheckpoint], dict[str, Any]]
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def _encode(value: Any) -> bytes:
-    return json.dumps(encode_value(value), ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
+    return _ENCODER.encode(encode_value(value)).encode()
+
+
+def _loads(data: bytes) -> Any:
+    """JSON text to Python, with orjson (several times faster on long histories); json for what orjson refuses
+    (NaN and infinities, which json.dumps writes)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def _decode(data: bytes) -> Any:
-    return decode_value(json.loads(data))
+    value = _loads(data)
+    # Only JSON holding a '"$' can hold a codec marker; everything else decodes to itself.
+    return decode_value(value) if b'"$' in data else value
+
+
+def _decode_chain(stored: list[Any]) -> list[Any]:
+    """A chain's stored messages decoded in one JSON parse (markers, where any, decoded after)."""
+    if not stored:
+        return []
+    if all(data[0] == _PLAIN_BYTE for data in stored):  # unsealed: the JSON follows the marker byte
+        plains: list[Any] = [memoryview(data)[1:] for data in stored]
+    else:
+        plains = [unseal(data) for data in stored]
+    blob = b"[" + b",".join(plains) + b"]"
+    values = _loads(blob)
+    if b'"$' in blob:
+        for index, plain in enumerate(plains):
+            if b'"$' in bytes(plain):
+                values[index] = decode_value(values[index])
+    return values
 
 
 def _dispatch(function: Any, *args: Any, **kwargs: Any) -> Any:
@@ -41,26 +87,53 @@ def _dispatch(function: Any, *args: Any, **kwargs: Any) -> Any:
     return sync_to_async(function)(*args, **kwargs)
 
 
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What a store knows of a session key's latest committed checkpoint: its head message (id and plain JSON),
+    how many messages its history has, the history itself when this process holds it, and its status."""
+
+    head_id: int | None
+    count: int
+    head_plain: bytes | None
+    messages: list[Any] | None
+    status: str
+
+
 class DatabaseSessionStore:
     """Checkpoints in the database, and nothing else. A fenced view checks the run's owner epoch in every
     save's transaction (a stale save raises StaleOwnerError) and runs its ``on_save`` hook there."""
 
-    def __init__(self, *, fence: OwnerFence | None = None, on_save: SaveHook | None = None) -> None:
+    #: ``fenced`` takes ``run_changes``: the run's mirror rides on the fence's UPDATE (runs.legs uses it).
+    folds_run_changes = True
+
+    def __init__(
+        self, *, fence: OwnerFence | None = None, on_save: SaveHook | None = None, run_changes: RunChanges | None = None
+    ) -> None:
         self.fence = fence
         self.on_save = on_save
+        self.run_changes = run_changes
+        self._heads: dict[str, _Head] = {}  # fenced views only: what this view committed or loaded last, per key
+        self._save_async = sync_to_async(self.save_sync)
 
     def __repr__(self) -> str:
         return f"DatabaseSessionStore(fence={self.fence!r})"
 
-    def fenced(self, run_id: str, epoch: int, *, on_save: SaveHook | None = None) -> DatabaseSessionStore:
+    def fenced(
+        self, run_id: str, epoch: int, *, on_save: SaveHook | None = None, run_changes: RunChanges | None = None
+    ) -> DatabaseSessionStore:
         """This store for the worker that owns ``run_id`` at ``epoch``; ``on_save`` runs inside every save's
-        transaction (the leg flushes its journal there, so a checkpoint never gets ahead of the wire)."""
-        return type(self)(fence=OwnerFence(run_id, epoch), on_save=on_save)
+        transaction (the leg flushes its journal there, so a checkpoint never gets ahead of the wire), and
+        ``run_changes`` names run fields the fence's UPDATE sets at each save."""
+        return type(self)(fence=OwnerFence(run_id, epoch), on_save=on_save, run_changes=run_changes)
 
     # The SessionStore protocol: sync callers get results, async callers get awaitables.
 
     def save(self, checkpoint: AgentCheckpoint) -> Any:
-        return _dispatch(self.save_sync, checkpoint)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self.save_sync(checkpoint)
+        return self._save_async(checkpoint)  # one thread hop, through a wrapper built once per view
 
     def load(self, run_id: str) -> Any:
         return _dispatch(self.load_sync, run_id)
@@ -75,43 +148,95 @@ class DatabaseSessionStore:
         return _dispatch(self.checkpoint_list_sync, run_id, include_sub_agents)
 
     async def asave(self, checkpoint: AgentCheckpoint) -> None:
-        await sync_to_async(self.save_sync)(checkpoint)
+        await self._save_async(checkpoint)
 
     async def aload(self, run_id: str) -> AgentCheckpoint | None:
         return await sync_to_async(self.load_sync)(run_id)
 
     # ------------------------------------------------------------------ writes
 
-    @transaction.atomic
     def save_sync(self, checkpoint: AgentCheckpoint) -> Checkpoint:
         key = checkpoint["run_id"]
-        run_pk, epoch = self._owned_run(root_run_id(key))
-        previous = Checkpoint.objects.filter(session_key=key).select_related("head").order_by("-id").first()
-        head, count = self._shared_prefix(key, previous, checkpoint["messages"])
-        for position in range(count, len(checkpoint["messages"])):
-            head = RunMessage.objects.create(
-                run_id=run_pk, session_key=key, parent=head, position=position,
-                data=seal(_encode(checkpoint["messages"][position])),
-            )
-        pending = checkpoint.get("pending_approvals")
-        row = Checkpoint.objects.create(
-            run_id=run_pk,
-            session_key=key,
-            step_index=checkpoint["step_index"],
-            status=checkpoint["status"],
-            usage=dict(checkpoint["usage"]),
-            agent_path=list(checkpoint.get("agent_path") or []),
-            head=head,
-            message_count=len(checkpoint["messages"]),
-            pending_approvals=seal(_encode(pending)) if pending is not None else None,
-            created_at_ms=checkpoint["created_at"],
-            owner_epoch=epoch,
-        )
-        if self.on_save is not None:
-            self.on_save(SavedCheckpoint(checkpoint, row, previous.status if previous is not None else None))
+        messages = checkpoint["messages"]
+        # Taken out for the save: a save that fails (or rolls back) leaves this view knowing nothing, so the
+        # next one reads the stored head again.
+        known = self._heads.pop(key, None)
+        with transaction.atomic():
+            if known is None:
+                known = _stored_head(key)
+            db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once (the proxy costs per access)
+            if self.fence is not None and db.vendor == "postgresql":
+                row, head_plain = self._save_fenced_postgresql(db, checkpoint, known)
+            else:
+                row, head_plain = self._save_statements(db, checkpoint, known)
+            row._state.adding, row._state.db = False, "default"
+            if self.on_save is not None:
+                saved = SavedCheckpoint(checkpoint, row, known.status if known is not None else None)
+                if self.fence is None:
+                    self.on_save(saved)
+                else:
+                    with self.fence.nested():  # the hook's journal flush needs no fence check of its own
+                        self.on_save(saved)
+            if self.fence is not None:
+                committed = _Head(row.head_id, len(messages), head_plain, messages, checkpoint["status"])
+                transaction.on_commit(lambda: self._heads.__setitem__(key, committed))
         return row
 
-    def _owned_run(self, run_id: str) -> tuple[int, int]:
+    def _save_statements(
+        self, db: Any, checkpoint: AgentCheckpoint, known: _Head | None
+    ) -> tuple[Checkpoint, bytes | None]:
+        """The fence's UPDATE, one INSERT per new message, one for the checkpoint (SQLite: no round trips)."""
+        key, messages = checkpoint["run_id"], checkpoint["messages"]
+        run_pk, epoch = self._owned_run(root_run_id(key), checkpoint)
+        head_id, count, head_plain = self._shared_prefix(key, known, messages)
+        with db.cursor() as cursor:
+            for position in range(count, len(messages)):
+                head_plain = _encode(messages[position])
+                head_id = _insert(db, cursor, _message_sql(db), [run_pk, key, head_id, position, seal(head_plain)])
+            row = _checkpoint_row(checkpoint, run_pk, head_id, epoch)
+            row.pk = _insert(db, cursor, _checkpoint_sql(db), _checkpoint_params(db, row))
+        return row, head_plain
+
+    def _save_fenced_postgresql(
+        self, db: Any, checkpoint: AgentCheckpoint, known: _Head | None
+    ) -> tuple[Checkpoint, bytes | None]:
+        """The whole save in one statement (one round trip): the fence's UPDATE, then, only if it matched a row,
+        the new messages and the checkpoint, as data-modifying CTEs. A stale epoch matches no row: nothing is
+        written and StaleOwnerError is raised."""
+        fence = self.fence
+        assert fence is not None
+        key, messages = checkpoint["run_id"], checkpoint["messages"]
+        if fence.run_id != root_run_id(key):
+            raise ValueError(f"This store is fenced to run {fence.run_id!r}, not {root_run_id(key)!r}.")
+        head_id, count, head_plain = self._shared_prefix(key, known, messages)
+        if len(messages) - count > _FOLDED_MESSAGES:  # a long first history: statement by statement
+            return self._save_statements(db, checkpoint, known)
+        plains = [_encode(message) for message in messages[count:]]
+        changes = self.run_changes(checkpoint) if self.run_changes is not None else {}
+        params: list[Any] = [db.ops.adapt_datetimefield_value(timezone.now())]
+        params += [_adapt_run_field(db, name, value) for name, value in changes.items()]
+        params += [fence.run_pk, fence.epoch]
+        for offset, plain in enumerate(plains):
+            params += [key, head_id] if offset == 0 else [key]
+            params += [count + offset, seal(plain)]
+        row = _checkpoint_row(checkpoint, fence.run_pk, None, fence.epoch)
+        checkpoint_params = _checkpoint_params(db, row)
+        del checkpoint_params[0]  # the run's id comes from the fence's UPDATE
+        if plains:
+            del checkpoint_params[5]  # and the head's from the last message's INSERT
+        else:
+            checkpoint_params[5] = head_id
+        params += checkpoint_params
+        with db.cursor() as cursor:
+            cursor.execute(_folded_sql_for(db.vendor, len(plains), tuple(changes)), params)
+            written = cursor.fetchone()
+        if written is None:
+            raise StaleOwnerError(fence.run_id, fence.epoch)
+        row.head_id = written[0] if plains else head_id
+        row.pk = written[1]
+        return row, plains[-1] if plains else head_plain
+
+    def _owned_run(self, run_id: str, checkpoint: AgentCheckpoint) -> tuple[int, int]:
         """The run's primary key and the epoch writing; fenced, only while that epoch owns the run."""
         if self.fence is None:
             row = Run.objects.filter(run_id=run_id).values_list("pk", "owner_epoch").first()
@@ -121,40 +246,59 @@ class DatabaseSessionStore:
             return row
         if self.fence.run_id != run_id:
             raise ValueError(f"This store is fenced to run {self.fence.run_id!r}, not {run_id!r}.")
-        return self.fence.hold(), self.fence.epoch
+        changes = self.run_changes(checkpoint) if self.run_changes is not None else {}
+        return self.fence.hold(**changes), self.fence.epoch
 
     def _shared_prefix(
-        self, key: str, previous: Checkpoint | None, messages: list[dict[str, Any]]
-    ) -> tuple[RunMessage | None, int]:
-        """The last stored message this history shares with the previous checkpoint's, and how many it shares.
-        Histories are immutable, so comparing the previous head is enough; a rewritten history branches."""
-        if previous is None or previous.head is None:
-            return None, 0
-        count = previous.message_count
-        if len(messages) >= count and unseal(previous.head.data) == _encode(messages[count - 1]):
-            return previous.head, count
-        chain = self._chain(key, previous.head_id)
+        self, key: str, known: _Head | None, messages: list[dict[str, Any]]
+    ) -> tuple[int | None, int, bytes | None]:
+        """The last stored message this history shares with the previous checkpoint's (id and plain JSON), and how
+        many it shares. Histories are immutable (the runtime builds each step's as a new list of the same message
+        objects), so the previous head's object, or else its JSON, is enough; a rewritten history branches."""
+        if known is None or known.head_id is None:
+            return None, 0, None
+        count = known.count
+        if len(messages) >= count:
+            if known.messages is not None and len(known.messages) == count and messages[count - 1] is known.messages[-1]:
+                return known.head_id, count, known.head_plain
+            if _encode(messages[count - 1]) == known.head_plain:
+                return known.head_id, count, known.head_plain
+        chain = _chain_rows(key, known.head_id)
         shared = 0
-        for row, message in zip(chain, messages):
-            if unseal(row.data) != _encode(message):
+        for (_, _, data), message in zip(chain, messages):
+            if unseal(data) != _encode(message):
                 break
             shared += 1
-        return (chain[shared - 1] if shared else None), shared
+        if not shared:
+            return None, 0, None
+        return chain[shared - 1][0], shared, unseal(chain[shared - 1][2])
 
     @transaction.atomic
     def delete_sync(self, run_id: str) -> None:
+        self._heads.pop(run_id, None)
         Checkpoint.objects.filter(session_key=run_id).delete()
         RunMessage.objects.filter(session_key=run_id).delete()
 
     # ------------------------------------------------------------------- reads
 
     def load_sync(self, run_id: str) -> AgentCheckpoint | None:
-        row = Checkpoint.objects.filter(session_key=run_id).order_by("-id").first()
-        return None if row is None else self.checkpoint_from_row(row)
+        row = _latest_row(run_id)
+        if row is None:
+            return None
+        checkpoint = self.checkpoint_from_row(row)
+        if self.fence is not None:  # the next save of this view starts from here, reading nothing back
+            messages = checkpoint["messages"]
+            head_plain = _encode(messages[-1]) if messages else None
+            self._heads[run_id] = _Head(row.head_id, row.message_count, head_plain, list(messages), row.status)
+        return checkpoint
 
     def checkpoint_from_row(self, row: Checkpoint) -> AgentCheckpoint:
         """The AgentCheckpoint a stored row holds, full history included."""
-        messages = [_decode(unseal(message.data)) for message in self._chain(row.session_key, row.head_id)]
+        known = self._heads.get(row.session_key)
+        if known is not None and known.messages is not None and known.head_id == row.head_id:
+            messages = list(known.messages)  # this view wrote or read that very history
+        else:
+            messages = _decode_chain([data for _, _, data in _chain_rows(row.session_key, row.head_id)])
         checkpoint: AgentCheckpoint = {
             "version": 1,
             "run_id": row.session_key,
@@ -171,23 +315,6 @@ class DatabaseSessionStore:
             checkpoint["agent_path"] = list(row.agent_path)
         return checkpoint
 
-    def _chain(self, key: str, head_id: int | None) -> list[RunMessage]:
-        """The messages from the first to ``head_id``, following parent links (one query)."""
-        if head_id is None:
-            return []
-        rows = {
-            row.id: row
-            for row in RunMessage.objects.filter(session_key=key, id__lte=head_id).only("id", "parent_id", "data")
-        }
-        chain = []
-        current: int | None = head_id
-        while current is not None:
-            row = rows[current]
-            chain.append(row)
-            current = row.parent_id
-        chain.reverse()
-        return chain
-
     def checkpoint_list_sync(self, run_id: str, include_sub_agents: bool = False) -> list[AgentCheckpoint]:
         """Every stored checkpoint of ``run_id``, oldest first, as AgentCheckpoint dicts (time travel)."""
         rows = Checkpoint.objects.filter(run__run_id=run_id).order_by("id")
@@ -198,3 +325,185 @@ class DatabaseSessionStore:
     def list_sync(self) -> list[str]:
         return list(Checkpoint.objects.order_by().values_list("session_key", flat=True).distinct())
 
+
+# ---------------------------------------------------------------- statements
+
+
+def _stored_head(key: str) -> _Head | None:
+    """The latest checkpoint's head under ``key``, read from the database (one query)."""
+    row = (
+        Checkpoint.objects.filter(session_key=key).order_by("-id")
+        .values_list("head_id", "message_count", "status", "head__data").first()
+    )
+    if row is None:
+        return None
+    head_id, count, status, data = row
+    return _Head(head_id, count, unseal(data) if data is not None else None, None, status)
+
+
+def _chain_rows(key: str, head_id: int | None) -> list[tuple[int, int | None, Any]]:
+    """(id, parent id, data) of the messages from the first to ``head_id``, following parent links (one query)."""
+    if head_id is None:
+        return []
+    table = connection.ops.quote_name(RunMessage._meta.db_table)
+    if connection.vendor == "sqlite":
+        # A range of row ids read in order beats an index lookup per row; '+' keeps SQLite off the key's index.
+        sql = (f"SELECT id, parent_id, data FROM {table} WHERE id BETWEEN "
+               f"(SELECT min(id) FROM {table} WHERE session_key = %s) AND %s AND +session_key = %s")
+        params = [key, head_id, key]
+    else:
+        sql = f"SELECT id, parent_id, data FROM {table} WHERE session_key = %s AND id <= %s"
+        params = [key, head_id]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = {row[0]: row for row in cursor.fetchall()}
+    chain = []
+    current: int | None = head_id
+    while current is not None:
+        row = rows[current]
+        chain.append(row)
+        current = row[1]
+    chain.reverse()
+    return chain
+
+
+_LATEST_COLUMNS = (
+    "id", "run_id", "session_key", "step_index", "status", "usage", "agent_path", "head_id", "message_count",
+    "pending_approvals", "created_at_ms", "owner_epoch",
+)
+
+
+def _latest_row(key: str) -> Checkpoint | None:
+    """The latest checkpoint row under ``key`` (one plain query; a resume runs it in a cold process)."""
+    quote = connection.ops.quote_name
+    sql = (f"SELECT {', '.join(quote(column) for column in _LATEST_COLUMNS)} FROM {quote(Checkpoint._meta.db_table)} "
+           "WHERE session_key = %s ORDER BY id DESC LIMIT 1")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key])
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    values = dict(zip(_LATEST_COLUMNS, found))
+    for name in ("usage", "agent_path"):
+        if isinstance(values[name], str | bytes):
+            values[name] = json.loads(values[name])
+    if values["pending_approvals"] is not None:
+        values["pending_approvals"] = bytes(values["pending_approvals"])
+    row = Checkpoint(**values)
+    row._state.adding, row._state.db = False, "default"
+    return row
+
+
+def _checkpoint_row(checkpoint: AgentCheckpoint, run_pk: int, head_id: int | None, epoch: int) -> Checkpoint:
+    pending = checkpoint.get("pending_approvals")
+    return Checkpoint(
+        run_id=run_pk,
+        session_key=checkpoint["run_id"],
+        step_index=checkpoint["step_index"],
+        status=checkpoint["status"],
+        usage=dict(checkpoint["usage"]),
+        agent_path=list(checkpoint.get("agent_path") or []),
+        head_id=head_id,
+        message_count=len(checkpoint["messages"]),
+        pending_approvals=seal(_encode(pending)) if pending is not None else None,
+        created_at_ms=checkpoint["created_at"],
+        owner_epoch=epoch,
+        recorded_at=timezone.now(),
+    )
+
+
+_CHECKPOINT_COLUMNS = (
+    "run_id", "session_key", "step_index", "status", "usage", "agent_path", "head_id", "message_count",
+    "pending_approvals", "created_at_ms", "owner_epoch", "recorded_at",
+)
+
+
+def _checkpoint_params(db: Any, row: Checkpoint) -> list[Any]:
+    """The row's values as the back end takes them (the adapters its fields' get_db_prep_save would pick)."""
+    ops = db.ops
+    return [
+        row.run_id, row.session_key, row.step_index, row.status, ops.adapt_json_value(row.usage, None),
+        ops.adapt_json_value(row.agent_path, None), row.head_id, row.message_count, row.pending_approvals,
+        row.created_at_ms, row.owner_epoch, ops.adapt_datetimefield_value(row.recorded_at),
+    ]
+
+
+_SQL: dict[tuple[str, str], str] = {}
+
+
+def _insert_sql(db: Any, model: Any, columns: tuple[str, ...]) -> str:
+    key = (db.vendor, model._meta.db_table)
+    sql = _SQL.get(key)
+    if sql is None:
+        quote = db.ops.quote_name
+        sql = (
+            f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(column) for column in columns)}) "
+            f"VALUES ({', '.join(['%s'] * len(columns))})"
+        )
+        if db.features.can_return_columns_from_insert:
+            sql += " RETURNING id"
+        _SQL[key] = sql
+    return sql
+
+
+#: New messages a PostgreSQL save folds into its one statement (a step adds one; more is a first, long history).
+_FOLDED_MESSAGES = 8
+
+
+def _adapt_run_field(db: Any, name: str, value: Any) -> Any:
+    field = Run._meta.get_field(name)
+    if value is None:
+        return None
+    if field.get_internal_type() == "JSONField":
+        return db.ops.adapt_json_value(value, None)
+    return field.get_db_prep_save(value, connection=db)
+
+
+@functools.cache
+def _folded_sql_for(vendor: str, new: int, changes: tuple[str, ...]) -> str:
+    quote = connection.ops.quote_name
+
+    def cast(model: Any, name: str) -> str:
+        return f"%s::{model._meta.get_field(name).db_type(connection)}"
+
+    sets = ", ".join(["updated_at = %s::timestamptz", *(f"{quote(Run._meta.get_field(name).column)} = {cast(Run, name)}"
+                                                          for name in changes)])
+    parts = [f"f AS (UPDATE {quote(Run._meta.db_table)} SET {sets} WHERE id = %s AND owner_epoch = %s RETURNING id)"]
+    message_columns = ", ".join(quote(column) for column in ("run_id", "session_key", "parent_id", "position", "data"))
+    for index in range(1, new + 1):
+        parent, sources = ("%s::bigint", "f") if index == 1 else (f"m{index - 1}.id", f"f, m{index - 1}")
+        parts.append(
+            f"m{index} AS (INSERT INTO {quote(RunMessage._meta.db_table)} ({message_columns}) "
+            f"SELECT f.id, {cast(RunMessage, 'session_key')}, {parent}, {cast(RunMessage, 'position')}, "
+            f"{cast(RunMessage, 'data')} FROM {sources} RETURNING id)"
+        )
+    values = ["f.id"]
+    for name in _CHECKPOINT_COLUMNS[1:]:
+        if name == "head_id":
+            values.append(f"m{new}.id" if new else "%s::bigint")
+        else:
+            values.append(cast(Checkpoint, name))
+    sources = f"f, m{new}" if new else "f"
+    columns = ", ".join(quote(column) for column in _CHECKPOINT_COLUMNS)
+    parts.append(
+        f"c AS (INSERT INTO {quote(Checkpoint._meta.db_table)} ({columns}) SELECT {', '.join(values)} FROM {sources} "
+        "RETURNING id)"
+    )
+    head = f"(SELECT id FROM m{new})" if new else "NULL"
+    return f"WITH {', '.join(parts)} SELECT {head}, c.id FROM c"
+
+
+def _message_sql(db: Any) -> str:
+    return _insert_sql(db, RunMessage, ("run_id", "session_key", "parent_id", "position", "data"))
+
+
+def _checkpoint_sql(db: Any) -> str:
+    return _insert_sql(db, Checkpoint, _CHECKPOINT_COLUMNS)
+
+
+def _insert(db: Any, cursor: Any, sql: str, params: list[Any]) -> int:
+    """One row in; its id back from the same statement (RETURNING, or SQLite's last row id)."""
+    cursor.execute(sql, params)
+    if db.features.can_return_columns_from_insert:
+        return cursor.fetchone()[0]
+    return cursor.lastrowid

@@ -1,24 +1,69 @@
-"""The benchmark command runs, and the storage bars (bytes, not time) hold on this back end."""
+"""The benchmark command runs and reports every figure; the storage bars (bytes, not time) hold on this back end.
+
+No timings are asserted: speed is judged from the printed numbers and bench/results.json, never by a test.
+"""
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from bench import storage
 
+pytestmark = pytest.mark.django_db(transaction=True)  # the benchmarks drive the stores from their own event loops
 
-@pytest.mark.django_db(transaction=True)  # the benchmark drives the store from its own event loop
+
 def test_storage_grows_linearly_with_the_history():
     result = storage.measure(60)
     assert result.growth_ratio <= 1.2 and result.total_ratio <= 2.0
 
 
-@pytest.mark.django_db(transaction=True)  # the benchmark drives the store from its own event loop
-def test_the_bench_command_prints_its_ratios():
+@pytest.fixture(scope="module")
+def bench_output(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One small run of the whole bench (20 steps, one repeat), shared by the tests of its output."""
+    path = tmp_path_factory.mktemp("bench") / "results.json"
     out = StringIO()
-    call_command("bench", quick=True, stdout=out)
-    # Only that it measures and reports: speed is judged from the printed numbers, never by a timed test.
-    assert "bytes written at the last step / at step 10" in out.getvalue() and "parts per second on" in out.getvalue()
+    with django_db_blocker.unblock():
+        call_command("bench", quick=True, steps=20, repeats=1, output=str(path), stdout=out, stderr=StringIO())
+    return out.getvalue(), json.loads(path.read_text())
+
+
+def test_the_table_has_every_figure(bench_output):
+    printed, _ = bench_output
+    for heading in ("overhead per step", "floor (INSERT+COMMIT, same commits)", "growth (steps 191-200 / 1-10",
+                    "As the worker runs a leg", "Resume of a 20-step run in a fresh process", "load a 1,000-step history"):
+        assert heading in printed
+
+
+def test_the_results_file_holds_the_overhead_beside_its_floor(bench_output):
+    _, results = bench_output
+    (database,) = results["databases"]
+    row = database["overhead"][0]
+    assert row["floor_ms"]["median"] > 0 and row["ratio"] == pytest.approx(row["overhead_ms"]["median"] / row["floor_ms"]["median"])
+
+
+def test_sqlite_is_measured_with_synchronous_full_too(bench_output):
+    _, results = bench_output
+    (database,) = results["databases"]
+    if database["vendor"] != "sqlite":
+        pytest.skip("SQLite only")
+    assert [row["synchronous"] for row in database["overhead"]] == ["NORMAL", "FULL"]
+
+
+def test_the_resume_is_measured_in_a_fresh_process_with_start_up_apart(bench_output):
+    _, results = bench_output
+    resume = results["databases"][0]["resume"]
+    assert min(resume[name]["median"] for name in ("startup_ms", "resume_ms", "connect_ms", "django_setup_ms")) > 0
+
+
+def test_the_leg_is_measured_with_its_journal(bench_output):
+    _, results = bench_output
+    assert results["databases"][0]["leg"]["journal_parts"] > 20  # streamed text: several parts a step
+
+
+def test_too_few_steps_is_a_clear_error():
+    with pytest.raises(CommandError, match="at least 20"):
+        call_command("bench", steps=5, stdout=StringIO())

@@ -6,7 +6,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from runs.errors import SealedDataError, StaleOwnerError
-from runs.models import Checkpoint, RunMessage
+from runs.models import Checkpoint, Run, RunMessage
 from runs.services import run_checkpoint_mirror
 from runs.stores.db import DatabaseSessionStore
 from tests.factories import make_run
@@ -114,3 +114,152 @@ def test_sealed_data_under_an_unknown_key_is_a_clear_error(settings, owned_run):
     settings.DEUZ_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
     with pytest.raises(SealedDataError, match="cannot be decrypted"):
         DatabaseSessionStore().load("r1")
+
+
+# A fenced view keeps the head it committed (the lean write path). The cache is filled on commit, so these tests
+# commit for real (transaction=True); under a test's outer transaction the view reads the head back instead.
+
+
+@pytest.fixture
+def committed_run(transactional_db):
+    return Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+
+
+def test_a_steady_save_reads_nothing_back(committed_run):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    store = DatabaseSessionStore().fenced("r1", 3)
+    messages = history(2)
+    store.save(checkpoint(step=0, messages=messages))
+    with CaptureQueriesContext(connection) as queries:
+        store.save(checkpoint(step=1, messages=[*messages, {"role": "assistant", "content": "next"}]))
+    assert [query["sql"] for query in queries if query["sql"].lstrip().upper().startswith("SELECT")] == []
+
+
+def test_a_stale_owner_is_refused_after_the_cached_head_too(committed_run):
+    store = DatabaseSessionStore().fenced("r1", 3)
+    messages = history(2)
+    store.save(checkpoint(step=0, messages=messages))
+    Run.objects.filter(pk=committed_run.pk).update(owner_epoch=4)  # another worker claimed the run
+    with pytest.raises(StaleOwnerError):
+        store.save(checkpoint(step=1, messages=[*messages, {"role": "assistant", "content": "late"}]))
+    assert (Checkpoint.objects.count(), RunMessage.objects.count()) == (1, 2)
+
+
+def test_a_failed_save_between_saves_loses_no_message(committed_run):
+    failing = {"on": False}
+
+    def hook(saved):
+        if failing["on"]:
+            raise RuntimeError("the hook failed")
+
+    store = DatabaseSessionStore().fenced("r1", 3, on_save=hook)
+    store.save(checkpoint(step=0, messages=history(2)))
+    failing["on"] = True
+    with pytest.raises(RuntimeError):
+        store.save(checkpoint(step=1, messages=history(4)))
+    failing["on"] = False
+    store.save(checkpoint(step=2, messages=history(6)))
+    assert DatabaseSessionStore().load("r1")["messages"] == history(6)
+
+
+def test_a_view_that_loaded_writes_only_the_new_messages(committed_run):
+    DatabaseSessionStore().fenced("r1", 3).save(checkpoint(step=0, messages=history(4)))
+    resumed = DatabaseSessionStore().fenced("r1", 3)
+    loaded = resumed.load("r1")["messages"]
+    resumed.save(checkpoint(step=1, messages=[*loaded, {"role": "assistant", "content": "more"}]))
+    assert RunMessage.objects.count() == 5 and DatabaseSessionStore().load("r1")["messages"][-1]["content"] == "more"
+
+
+def test_a_view_after_another_views_save_links_to_the_stored_head(committed_run):
+    first, second = DatabaseSessionStore().fenced("r1", 3), DatabaseSessionStore().fenced("r1", 3)
+    first.save(checkpoint(step=0, messages=history(2)))
+    second.save(checkpoint(step=1, messages=history(4)))
+    assert RunMessage.objects.count() == 4 and DatabaseSessionStore().load("r1")["messages"] == history(4)
+
+
+def test_the_fence_can_carry_the_runs_mirror(owned_run):
+    from runs.services import run_checkpoint_mirror_changes
+
+    DatabaseSessionStore().fenced("r1", 3, run_changes=run_checkpoint_mirror_changes).save(checkpoint(step=4))
+    owned_run.refresh_from_db()
+    assert (owned_run.step_index, owned_run.usage) == (4, {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3})
+
+
+def test_a_sub_agents_save_leaves_the_runs_mirror_alone(owned_run):
+    from runs.services import run_checkpoint_mirror_changes
+
+    DatabaseSessionStore().fenced("r1", 3, run_changes=run_checkpoint_mirror_changes).save(checkpoint("r1::coder#t1", step=4))
+    owned_run.refresh_from_db()
+    assert owned_run.step_index == -1
+
+
+def test_a_stale_journal_inside_a_save_hook_is_still_refused(owned_run):
+    from runs.stores.journal import DatabaseStreamStateStore
+
+    def hook(saved):  # the save's fence (epoch 3) is held; a journal view of epoch 2 is not covered by it
+        DatabaseStreamStateStore().fenced("r1", 2).append("r1", [{"type": "text-delta", "text": "x"}], first_seq=0)
+
+    with pytest.raises(StaleOwnerError):
+        DatabaseSessionStore().fenced("r1", 3, on_save=hook).save(checkpoint())
+    assert Checkpoint.objects.count() == 0
+
+
+def test_a_journal_append_in_the_save_hook_commits_with_the_save(owned_run):
+    from runs.models import JournalEntry
+    from runs.stores.journal import DatabaseStreamStateStore
+
+    def hook(saved):
+        DatabaseStreamStateStore().fenced("r1", 3).append("r1", [{"type": "text-delta", "text": "x"}], first_seq=0)
+        raise RuntimeError("the rest of the hook failed")
+
+    with pytest.raises(RuntimeError):
+        DatabaseSessionStore().fenced("r1", 3, on_save=hook).save(checkpoint())
+    assert (Checkpoint.objects.count(), JournalEntry.objects.count()) == (0, 0)
+
+
+def test_sealed_messages_of_a_fenced_view_do_not_hold_the_plaintext(settings, owned_run):
+    settings.DEUZ_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    store = DatabaseSessionStore().fenced("r1", 3)
+    store.save(checkpoint(messages=[{"role": "user", "content": "salary of Ada is 9000"}]))
+    assert b"salary" not in bytes(RunMessage.objects.get().data) and store.load("r1")["messages"][0]["content"].startswith("salary")
+
+
+def test_bytes_and_marker_like_dicts_round_trip_through_a_chain(owned_run):
+    messages = [
+        {"role": "user", "content": "plain"},
+        {"role": "tool", "content": [{"output": b"\x00raw", "meta": {"$bytes": "not bytes"}, "price": "$12"}]},
+    ]
+    DatabaseSessionStore().fenced("r1", 3).save(checkpoint(messages=messages))
+    assert DatabaseSessionStore().load("r1")["messages"] == messages
+
+
+class _PartLog:
+    """A leg's part log as the journal writer reads it (what a StreamChatResult offers)."""
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+
+    def parts_from(self, index):
+        return self.parts[index:]
+
+    def parts_count(self):
+        return len(self.parts)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_flusher_skips_its_tick_right_after_a_checkpoints_flush_and_writes_on_the_next():
+    from asgiref.sync import async_to_sync
+
+    from runs.journal import JournalWriter
+
+    Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+    writer = JournalWriter(run_id="r1", epoch=3)
+    writer.source = _PartLog([{"type": "text-delta", "text": "a"}, {"type": "text-delta", "text": "b"}])
+    writer.flush_all_sync()  # what a checkpoint's save hook does
+    writer.source.parts.append({"type": "text-delta", "text": "c"})
+    async_to_sync(writer.tick)()
+    skipped = writer.last_seq
+    async_to_sync(writer.tick)()
+    assert (skipped, writer.last_seq) == (1, 2)
