@@ -53,6 +53,7 @@ def agent_tool(
             approval_max_age_ms=ctx.approval_max_age_ms,
             signal=ctx.signal,
             deps=ctx.deps,
+            effect_ledger=ctx.effect_ledger,
             agent_path=(*ctx.agent_path, name),
         )
         if ctx.store is None or ctx.run_id is None:
