@@ -26,10 +26,12 @@ from approvals.selectors import (
 from approvals.services import approval_checkpoint_saved
 from approvals.signing import approval_signer
 from runs.agents import LegContext, agent_build
+from runs.effects import DatabaseEffectLedger
 from runs.faults import fault_probe
 from runs.journal import JournalWriter
 from runs.models import Run
 from runs.runtime import Deps, RunHalted
+from runs.runtime.durable import EffectsStopped
 from runs.runtime.codec import decode_value
 from runs.runtime.durable import (
     CheckpointCorruptError,
@@ -44,6 +46,7 @@ from runs.runtime.results import GenerateTextResult
 from runs.runtime.stores import SavedCheckpoint
 from runs.runtime.usage import empty_usage
 from runs.services import Claim, run_cancel_requested, run_checkpoint_mirror, run_lease_renew, run_leg_finish
+from runs.stop_switch import EFFECTS_STOPPED_FINISH
 from runs.stores import get_store
 
 __all__ = ["leg_execute", "leg_secrets"]
@@ -119,6 +122,8 @@ class _Leg:
             approval_signer=approval_signer(),
             approval_max_age_ms=settings.DEUZ_APPROVAL_MAX_AGE_SECONDS * 1000,
             signal=self.signal,
+            effect_ledger=DatabaseEffectLedger(run_id=run.run_id, epoch=claim.epoch, agent=run.agent,
+                                               worker_id=run.worker_id),
             deps=Deps(fault=self.fault, secrets=leg_secrets(), logger=logging.getLogger("deuz.runtime")),
         )
         if await store.aload(run.run_id) is None:
@@ -204,6 +209,8 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
         finish_reason, usage = result.finish_reason, result.usage
     except OwnershipLostError:
         leg.lost.set()
+    except EffectsStopped as exc:  # a stop switch is on: the run waits, and continues when it is released
+        finish_reason, error = EFFECTS_STOPPED_FINISH, exc.reason
     except (CheckpointCorruptError, RunHalted) as exc:
         finish_reason, error = "needs_review", redact(str(exc), leg_secrets())
     except (StoreUnavailableError, DatabaseError) as exc:

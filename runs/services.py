@@ -26,6 +26,7 @@ from runs.notify import runs_notify
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint
 from runs.signals import run_cancelled
+from runs.stop_switch import EFFECTS_STOPPED_FINISH, effects_stop_reason
 
 __all__ = [
     "Claim",
@@ -186,6 +187,10 @@ def run_leg_finish(
             run.status = Run.Status.SUSPENDED
     elif finish_reason == "aborted":
         run.status = Run.Status.CANCELLED if run.cancel_requested else Run.Status.QUEUED
+    elif finish_reason == EFFECTS_STOPPED_FINISH:  # waits for the stop switch; released meanwhile, it goes on
+        stopped = effects_stop_reason(agent=run.agent)
+        run.status = Run.Status.CANCELLED if run.cancel_requested else (
+            Run.Status.SUSPENDED if stopped else Run.Status.QUEUED)
     elif finish_reason == "error":
         run.status = Run.Status.FAILED
     elif finish_reason == "needs_review":

@@ -82,13 +82,18 @@ def _effect_steps(effect: Effect) -> list[RunStep]:
     attempts = f"{effect.attempts} attempt{'s' if effect.attempts != 1 else ''}"
     steps = [RunStep("attempted", f"Attempted: {effect.tool_name}",
                      f"operation {effect.operation_id}, {attempts}", effect.created_at)]
-    if effect.status == Effect.Status.RECONCILED:
+    if effect.is_reconciled:
         steps.append(RunStep("reconciled", f"Reconciled: {effect.tool_name}",
                              "the outcome was read back from the provider", effect.updated_at))
-    if effect.status in {Effect.Status.COMMITTED, Effect.Status.RECONCILED} and effect.receipt:
+    if effect.status == Effect.Status.NEEDS_REVIEW:
+        steps.append(RunStep("needs_review", f"Needs review: {effect.tool_name}",
+                             "its outcome cannot be established; a reviewer resolves it", effect.updated_at))
+    if effect.status in {Effect.Status.COMMITTED, Effect.Status.VERIFIED} and effect.receipt:
         receipt = effect.receipt if isinstance(effect.receipt, dict) else {}
         reference = receipt.get("transaction_id") or effect.operation_id
-        steps.append(RunStep("verified", f"Verified: {effect.tool_name}", f"receipt {reference}", effect.updated_at))
+        kind = "verified" if effect.status == Effect.Status.VERIFIED else "committed"
+        steps.append(RunStep(kind, f"{kind.capitalize()}: {effect.tool_name}", f"receipt {reference}",
+                             effect.updated_at))
     elif effect.status == Effect.Status.UNKNOWN:
         steps.append(RunStep("reconciling", f"Outcome unknown: {effect.tool_name}",
                              "the system is checking the provider before anything is retried", effect.updated_at))
