@@ -126,7 +126,8 @@ class _Leg:
                                                worker_id=run.worker_id),
             deps=Deps(fault=self.fault, secrets=leg_secrets(), logger=logging.getLogger("deuz.runtime")),
         )
-        if await store.aload(run.run_id) is None:
+        checkpoint = await store.aload(run.run_id)
+        if checkpoint is None:
             if claim.kind == "recovery":
                 # The dead leg streamed part of step 0 and saved nothing: followers must set that output aside.
                 self.writer.prefix = [{
@@ -142,6 +143,14 @@ class _Leg:
             # resume it without their verdicts (that would deny by default); say again what it waits on.
             return _Resuspension(run.run_id, waiting)
         verdicts = await sync_to_async(approval_verdicts_for_resume)(run=run)
+        if claim.kind == "recovery" and checkpoint["status"] == "suspended":
+            # The dead leg was settling these verdicts (its tool phase may have streamed results): it restarts.
+            step = checkpoint["step_index"]
+            self.writer.prefix = [{
+                "type": "recovery",
+                "restarted_step_index": step,
+                "message": f"The previous leg was interrupted; the run restarts at step {step}.",
+            }]
         return resume_stream_from_checkpoint(store, run.run_id, approval_responses=verdicts, **options)
 
     async def keep_lease(self) -> None:
