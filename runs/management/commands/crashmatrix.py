@@ -579,9 +579,17 @@ class Command(BaseCommand):
 
         config = dj_database_url.parse(server)
         name = f"deuz_crashmatrix_{os.getpid()}"
-        admin = psycopg.connect(host=config["HOST"] or None, port=config["PORT"] or None, user=config["USER"] or None,
-                                password=config["PASSWORD"] or None, dbname=config["NAME"] or "postgres",
-                                autocommit=True)
+        admin = None
+        for maintenance in dict.fromkeys(["postgres", config["NAME"] or "postgres"]):  # the server's own first
+            try:
+                admin = psycopg.connect(host=config["HOST"] or None, port=config["PORT"] or None,
+                                        user=config["USER"] or None, password=config["PASSWORD"] or None,
+                                        dbname=maintenance, autocommit=True)
+                break
+            except psycopg.OperationalError as exc:
+                error = exc
+        if admin is None:
+            raise CommandError(f"Cannot connect to the PostgreSQL server to create a scratch database: {error}")
         try:
             admin.execute(f'CREATE DATABASE "{name}"')
             base = server.rsplit("/", 1)[0]
