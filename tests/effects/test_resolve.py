@@ -231,3 +231,59 @@ def test_runs_show_prints_the_evidence_and_the_controls_of_an_effect_needing_rev
 def test_reviewers_hold_the_permission_to_resolve():
     group = reviewers_group_ensure()
     assert group.permissions.filter(codename="resolve_effect").exists()
+
+
+# ------------------------------------------------------------------------------------------------ console
+
+
+def _page(client, run: Run) -> str:
+    return client.get(f"/runs/{run.run_id}/").content.decode()
+
+
+def _console_resolve(client, run: Run, effect: Effect, **form):
+    return client.post(reverse("run-effect-resolve", args=[run.run_id, effect.operation_id]), form, follow=True)
+
+
+def test_the_run_page_shows_the_evidence_and_the_three_controls_to_a_reviewer(needs_review_run, client, reviewer):
+    run = needs_review_run()
+    client.force_login(reviewer)
+    html = _page(client, run)
+    assert "read API is unavailable" in html
+    assert all(f'value="{action}"' in html for action in ("retry", "commit", "abandon"))
+
+
+def test_the_run_page_shows_no_controls_to_support_staff(needs_review_run, client, django_user_model):
+    run = needs_review_run()
+    support = django_user_model.objects.create_user(username="sam", is_staff=True)
+    client.force_login(support)
+    html = _page(client, run)
+    assert ("Needs review:" in html, 'value="retry"' in html) == (True, False)
+
+
+def test_the_console_resolves_with_the_reviewers_reason(needs_review_run, client, reviewer):
+    run = needs_review_run()
+    effect = run.effects.get()
+    client.force_login(reviewer)
+    response = _console_resolve(client, run, effect, action="abandon", reason="Paid by hand.")
+    effect.refresh_from_db()
+    assert (effect.status, effect.transitions.last().user, "resolved, now failed" in response.content.decode()) == (
+        "failed", reviewer, True)
+
+
+def test_the_console_shows_why_a_resolution_was_refused(needs_review_run, client, reviewer):
+    run = needs_review_run()
+    effect = run.effects.get()
+    client.force_login(reviewer)
+    response = _console_resolve(client, run, effect, action="commit", reason="Seen.", receipt="{tx")
+    effect.refresh_from_db()
+    assert (response.status_code, effect.status, "not JSON" in response.content.decode()) == (
+        200, "needs_review", True)
+
+
+def test_the_console_refuses_a_user_without_the_permission(needs_review_run, client, django_user_model):
+    run = needs_review_run()
+    effect = run.effects.get()
+    client.force_login(django_user_model.objects.create_user(username="sam", is_staff=True))
+    response = _console_resolve(client, run, effect, action="retry", reason="x")
+    effect.refresh_from_db()
+    assert (response.status_code, effect.status) == (403, "needs_review")
