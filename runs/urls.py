@@ -7,5 +7,6 @@ from runs import effect_views, views
 urlpatterns = [
     path("", views.run_list_page, name="run-list"),
     path("<str:run_id>/", views.run_detail, name="run-detail"),
-    path("<str:run_id>/effects/<str:operation_id>/resolve/", effect_views.effect_resolve_submit, name="run-effect-resolve"),
+    path("<str:run_id>/effects/<str:operation_id>/resolve/", effect_views.effect_resolve_submit,
+         name="run-effect-resolve"),
 ]

@@ -3,6 +3,7 @@
   POST /api/runs/{run_id}/effects/{operation_id}/resolve/   {"action": "retry" | "commit" | "abandon",
                                                             "receipt"?: {...}, "reason": "..."}  (reviewers)
   GET  /api/metrics/                                        the ledger's measures (support and reviewers)
+  POST /api/effects/stop/                                   the stop switch: {"agent"?, "release"?, "reason"?}
 
 Its serializers live here, beside the views that use them. Domain errors become HTTP answers in
 runs.api.exceptions: an unknown run or effect is a 404, an effect that does not need review a 409.
@@ -23,8 +24,12 @@ from runs.effects import RESOLVE_ACTIONS, effect_resolve
 from runs.errors import EffectNotFound, RunNotFound
 from runs.models import RUN_ID_VALIDATOR, Effect, EffectTransition
 from runs.presenters.metrics import effect_metrics
+from runs.stop_switch import effects_release, effects_stop
 
-__all__ = ["EffectResolveApi", "MetricsApi"]
+__all__ = ["EffectResolveApi", "EffectStopApi", "MetricsApi"]
+
+#: Who may flip a stop switch (the admin's add permission on switches; superusers have it).
+STOP_EFFECTS = "runs.add_effectstopswitch"
 
 
 class EffectResolveInputSerializer(serializers.Serializer):
@@ -94,6 +99,24 @@ class EffectMetricsSerializer(serializers.Serializer):
     effects_stopped = StopSwitchSerializer(many=True)
 
 
+class EffectStopInputSerializer(serializers.Serializer):
+    agent = serializers.CharField(required=False, max_length=100, help_text="Only this agent (default: every agent).")
+    release = serializers.BooleanField(default=False, help_text="Release the switch: held runs continue.")
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class EffectStopResultSerializer(serializers.Serializer):
+    effects_stopped = StopSwitchSerializer(many=True)
+    queued = serializers.IntegerField(help_text="Held runs queued to continue (a release).")
+
+
+class CanStopEffects(BasePermission):
+    message = f"Flipping the stop switch needs {STOP_EFFECTS}."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return request.user.has_perm(STOP_EFFECTS)
+
+
 class CanResolveEffects(BasePermission):
     """Reviewers only: the permission the reviewers group holds."""
 
@@ -161,3 +184,31 @@ class MetricsApi(APIView):
     )
     def get(self, request: Request) -> Response:
         return Response(EffectMetricsSerializer(effect_metrics()).data)
+
+
+class EffectStopApi(APIView):
+    permission_classes = [IsAuthenticated, CanStopEffects]
+
+    @extend_schema(
+        operation_id="effects_stop",
+        summary="Stop new effects, or release the stop",
+        description="While a switch is on (every agent, or one), no new effect is attempted: a run that reaches one "
+        "suspends with \"effects are stopped\"; reads and reconciliation go on. Released, held runs continue.",
+        request=EffectStopInputSerializer,
+        responses={
+            200: EffectStopResultSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="Field errors, or an unknown agent."),
+            403: OpenApiResponse(ErrorSerializer, description="Not allowed to flip the switch."),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        serializer = EffectStopInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        queued = 0
+        if data["release"]:
+            queued = effects_release(agent=data.get("agent"), user=request.user)
+        else:
+            effects_stop(agent=data.get("agent"), reason=data["reason"], user=request.user)
+        switches = effect_metrics()["effects_stopped"]
+        return Response(EffectStopResultSerializer({"effects_stopped": switches, "queued": queued}).data)

@@ -14,6 +14,8 @@ urlpatterns = [
         name="api-approval-decide",
     ),
     path("runs/<str:run_id>/cancel/", views.RunCancelApi.as_view(), name="api-run-cancel"),
-    path("runs/<str:run_id>/effects/<str:operation_id>/resolve/", effects.EffectResolveApi.as_view(), name="api-effect-resolve"),
+    path("runs/<str:run_id>/effects/<str:operation_id>/resolve/", effects.EffectResolveApi.as_view(),
+         name="api-effect-resolve"),
     path("metrics/", effects.MetricsApi.as_view(), name="api-metrics"),
+    path("effects/stop/", effects.EffectStopApi.as_view(), name="api-effects-stop"),
 ]

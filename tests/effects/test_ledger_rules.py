@@ -248,7 +248,8 @@ def approve(request):
 
 
 async def test_an_approved_call_is_bound_to_its_approval_and_fingerprint_in_the_ledger():
-    provider, ledger, store, signer = Provider(), InMemoryEffectLedger(), InMemorySessionStore(), create_approval_signer(secret=SECRET)
+    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+    signer = create_approval_signer(secret=SECRET)
     request = await suspended(provider, ledger, store, signer)
     await resume(provider, ledger, store, pay_tool=provider.pay_tool(needs_approval=True), approval_signer=signer,
                  approval_responses=[approve(request)])
@@ -259,7 +260,8 @@ async def test_an_approved_call_is_bound_to_its_approval_and_fingerprint_in_the_
 
 
 async def test_an_approval_signed_for_other_arguments_cannot_authorize_the_call():
-    provider, ledger, store, signer = Provider(), InMemoryEffectLedger(), InMemorySessionStore(), create_approval_signer(secret=SECRET)
+    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+    signer = create_approval_signer(secret=SECRET)
     request = await suspended(provider, ledger, store, signer)
     forged = signer.sign({**{k: v for k, v in request.items() if k != "token"}, "input": {"amount": "9999",
                                                                                           "recipient": "Eve"}},
@@ -284,7 +286,8 @@ async def test_an_expired_approval_cannot_authorize_the_call():
 
 
 async def test_a_verdict_for_an_older_revision_cannot_authorize_a_newer_proposal():
-    provider, ledger, store, signer = Provider(), InMemoryEffectLedger(), InMemorySessionStore(), create_approval_signer(secret=SECRET)
+    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+    signer = create_approval_signer(secret=SECRET)
     gated = provider.pay_tool(needs_approval=True)
     model = paying_model(again_after_error=True)
     older = await suspended(provider, ledger, store, signer, model=model)
@@ -320,7 +323,8 @@ async def test_a_sub_agents_effect_goes_through_the_ledger_it_inherits():
     provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
     child = agent_tool(name="payer", model=paying_model(), tools={"pay": provider.pay_tool()}, max_steps=3)
     lead = ScriptedModel([
-        {"content": [{"type": "tool_call", "tool_name": "payer", "tool_call_id": "lead-1", "input": {"prompt": "pay"}}]},
+        {"content": [{"type": "tool_call", "tool_name": "payer", "tool_call_id": "lead-1",
+                      "input": {"prompt": "pay"}}]},
         {"content": [{"type": "text", "text": "done"}]},
     ])
     await generate_text(model=lead, messages=[{"role": "user", "content": "go"}], tools={"payer": child},

@@ -287,3 +287,15 @@ def test_the_console_refuses_a_user_without_the_permission(needs_review_run, cli
     response = _console_resolve(client, run, effect, action="retry", reason="x")
     effect.refresh_from_db()
     assert (response.status_code, effect.status) == (403, "needs_review")
+
+
+def test_the_recovery_receipt_carries_the_ordered_ledger_with_the_resolution(needs_review_run, reviewer_client):
+    from runs.presenters.receipt import run_receipt
+
+    run = needs_review_run()
+    effect = run.effects.get()
+    reviewer_client.post(resolve_url(run, effect), {"action": "retry", "reason": "Provider back."}, format="json")
+    [exported] = run_receipt(Run.objects.get(pk=run.pk))["effects"]
+    assert [t["to"] for t in exported["transitions"]] == [
+        "proposed", "approved", "attempted", "unknown", "needs_review", "approved"]
+    assert exported["transitions"][-1]["actor"] == "person rita"

@@ -122,3 +122,25 @@ def test_the_admin_adds_a_switch_and_releases_it(admin_client, approved_run, dra
 def test_the_admin_refuses_a_switch_for_an_unknown_agent(admin_client):
     response = admin_client.post(reverse("admin:runs_effectstopswitch_add"), {"agent": "nobody", "reason": ""})
     assert (response.status_code, EffectStopSwitch.objects.count()) == (200, 0)
+
+
+def test_the_api_stops_one_agent_and_releases_it(admin_client, approved_run, drain_runs):
+    run = approved_run()
+    stopped = admin_client.post("/api/effects/stop/", {"agent": "reimbursement", "reason": "incident"},
+                                content_type="application/json")
+    drain_runs()
+    assert (stopped.status_code, stopped.json()["effects_stopped"][0]["agent"]) == (200, "reimbursement")
+    released = admin_client.post("/api/effects/stop/", {"agent": "reimbursement", "release": True},
+                                 content_type="application/json")
+    drain_runs()
+    assert (released.json()["queued"], Run.objects.get(pk=run.pk).status) == (1, "completed")
+
+
+def test_the_api_refuses_a_user_who_may_not_flip_the_switch(outsider_client):
+    response = outsider_client.post("/api/effects/stop/", {}, format="json")
+    assert (response.status_code, EffectStopSwitch.objects.count()) == (403, 0)
+
+
+def test_the_api_answers_an_unknown_agent_with_a_400(admin_client):
+    response = admin_client.post("/api/effects/stop/", {"agent": "nobody"}, content_type="application/json")
+    assert response.status_code == 400

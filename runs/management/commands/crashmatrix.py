@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.utils import timezone
@@ -503,7 +502,8 @@ def case_report(result: CaseResult, run_id: str) -> dict[str, Any]:
              "receipt": effect.receipt, "error": effect.error,
              "transitions": [{"from": t.from_status, "to": t.to_status, "epoch": t.owner_epoch,
                               "actor": f"{t.actor_kind} {t.actor}", "via": t.via, "note": t.note,
-                              "evidence": t.evidence, "at": t.at.isoformat()} for t in effect.transitions.order_by("id")]}
+                              "evidence": t.evidence, "at": t.at.isoformat()}
+                             for t in effect.transitions.order_by("id")]}
             for effect in run.effects.order_by("id")
         ],
         "legs": list(run.legs.order_by("number").values("number", "kind", "owner_epoch", "worker_id",
