@@ -409,10 +409,12 @@ class _Operation:
         if reason:
             await self.advance(self.entry["status"], via="stop", note=f"Not attempted: {reason}.")
             raise EffectsStopped(reason)
+        self.ctx.deps.fault(FaultPoint.BEFORE_EFFECT)
+        # Recording the attempt is a fenced write, and the last one before the tool is called: a worker that
+        # lost the run meanwhile (frozen, then taken over) is stopped here, not after calling the tool again.
         attempts = int(self.entry.get("attempts") or 0) + 1
         await self.advance(ATTEMPTED, via="tool", note=f"Attempt {attempts}.", attempts=attempts)
         self.call = replace(self.call, attempt=attempts)
-        self.ctx.deps.fault(FaultPoint.BEFORE_EFFECT)
         try:
             output = await self.tool.call_execute(self.call.input, replace(self.ctx, effect=self.call))
         except (OwnershipLostError, RunHalted, asyncio.CancelledError):

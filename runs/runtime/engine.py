@@ -213,6 +213,7 @@ class _Leg:
         self.stop_conditions = _stop_conditions(options.stop_when)
         self.semaphore = asyncio.Semaphore(options.max_tool_concurrency) if options.max_tool_concurrency else None
         self.ledger = options.effect_ledger if options.effect_ledger is not None else InMemoryEffectLedger()
+        self.settling = False  # the tool phase in flight settles a suspension (its verdicts were asked for)
 
     # ----------------------------------------------------------------- the leg
 
@@ -441,6 +442,7 @@ class _Leg:
             # Nothing runs in a step that waits for a person or a client: its siblings run on resume.
             return _Phase(None, own_requests, [])
         phase = _Phase(None, [], [])
+        self.settling = settle
         await self._execute_all(step, [o for o in outcomes if o.runnable], tools, phase)
         if phase.requests or any(outcome.suspended for outcome in outcomes):
             # A sub-agent suspended out of the batch: every result of the step is discarded (no tool
@@ -551,6 +553,7 @@ class _Leg:
             approval_max_age_ms=self.o.approval_max_age_ms,
             report_usage=lambda extra: phase.usage.append(normalize_usage(extra)),
             effect_ledger=self.ledger,
+            settling=self.settling,
             approval=outcome.approval,
             denial=outcome.denial,
         )

@@ -143,6 +143,7 @@ class ToolContext:
     # request ({"approval_id", "tool_name", "input", "revision"}), or why it was not authorized; and, inside an
     # effectful tool's execute, the operation (its operation_id is the idempotency key to pass on).
     effect_ledger: Any = None
+    settling: bool = False  # this call runs while its step's suspension is settled (its verdicts were asked for)
     approval: Mapping[str, Any] | None = None
     denial: str | None = None
     effect: EffectCall | None = None

@@ -32,7 +32,7 @@ class Provider:
     def __init__(self) -> None:
         self.payments: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []
-        self.mode = "normal"  # normal | commit-then-timeout | timeout-before-commit | refuse
+        self.mode = "normal"  # normal | commit-then-timeout | timeout-before-commit | refuse | crash-before-commit
         self.reads_fail = False
         self.tampered = False  # the provider's record says another amount than asked
 
@@ -43,6 +43,9 @@ class Provider:
             raise ValueError("The card was declined.")
         if self.mode == "timeout-before-commit":
             raise TimeoutError("The provider did not answer.")
+        if self.mode == "crash-before-commit":  # the worker dies during the call, before the request left
+            self.mode = "normal"
+            raise Crash("during the call")
         record = self.payments.setdefault(
             operation_id, {"transaction_id": f"tx-{len(self.payments) + 1}", "operation_id": operation_id, **tool_input}
         )

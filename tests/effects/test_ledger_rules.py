@@ -120,9 +120,33 @@ async def test_an_attempt_found_committed_by_reconciliation_is_recorded_and_repl
 
 async def test_an_attempt_the_provider_never_saw_is_attempted_again_with_the_same_operation_id():
     provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+    provider.mode = "crash-before-commit"
+    with pytest.raises(Crash):
+        await pay(provider, ledger, store)
+    await resume(provider, ledger, store)
+    assert (provider.calls, entry(ledger)["attempts"], list(provider.payments)) == (
+        ["r1:call-1", "r1:call-1"], 2, ["r1:call-1"])
+
+
+async def test_a_crash_before_the_attempt_is_recorded_attempts_once_on_resume_without_reconciling():
+    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
     await crashed(provider, ledger, store, "before-effect")
     await resume(provider, ledger, store)
-    assert (provider.calls, entry(ledger)["attempts"]) == (["r1:call-1"], 2)
+    vias = [t["via"] for t in entry(ledger)["transitions"]]
+    assert (provider.calls, "reconcile" in vias) == (["r1:call-1"], False)
+
+
+async def test_an_owner_that_lost_the_run_before_the_call_does_not_call_the_tool():
+    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+    paused = ledger.fenced("r1", ledger.claim("r1"))
+
+    def taken_over_while_paused(point: str) -> None:
+        if point == "before-effect":
+            ledger.claim("r1")  # a new owner claims the run while this one is frozen at the point
+
+    with pytest.raises(OwnershipLostError):
+        await pay(provider, paused, store, fault=taken_over_while_paused)
+    assert provider.calls == []
 
 
 async def test_an_attempt_the_provider_cannot_be_asked_about_needs_review():
@@ -330,3 +354,23 @@ async def test_a_sub_agents_effect_goes_through_the_ledger_it_inherits():
     await generate_text(model=lead, messages=[{"role": "user", "content": "go"}], tools={"payer": child},
                         max_steps=3, session={"store": store, "run_id": "r1"}, effect_ledger=ledger)
     assert [found["operation_id"] for found in ledger.entries()] == ["r1::payer#lead-1:call-1"]
+
+
+async def test_a_sub_agents_request_no_one_saw_because_of_a_crash_is_asked_again_not_denied():
+    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+    signer = create_approval_signer(secret=SECRET)
+    child = agent_tool(name="payer", model=paying_model(), tools={"pay": provider.pay_tool(needs_approval=True)},
+                       max_steps=3)
+
+    def lead():
+        return ScriptedModel([{"content": [{"type": "tool_call", "tool_name": "payer", "tool_call_id": "lead-1",
+                                            "input": {"prompt": "pay"}}]}, {"content": [{"type": "text",
+                                                                                          "text": "done"}]}])
+
+    options = dict(tools={"payer": child}, max_steps=3, effect_ledger=ledger, approval_signer=signer)
+    with pytest.raises(Crash):  # the child stored its suspension; the parent died before storing its own
+        await generate_text(model=lead(), messages=[{"role": "user", "content": "go"}],
+                            session={"store": store, "run_id": "r1"}, deps=Deps(fault=crash_at("after-suspend")),
+                            **options)
+    result = await resume_from_checkpoint(store, "r1", model=lead(), **options)
+    assert (result.finish_reason, [r["tool_name"] for r in result.pending_approvals]) == ("suspended", ["pay"])
