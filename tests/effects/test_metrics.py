@@ -92,3 +92,11 @@ def test_support_reads_the_measures(django_user_model, client):
 
 def test_a_user_who_may_not_read_every_run_is_refused(outsider_client):
     assert outsider_client.get("/api/metrics/").status_code == 403
+
+
+def test_the_schema_documents_the_ledgers_paths(client):
+    import json as json_module
+
+    response = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    paths = set(json_module.loads(response.content)["paths"])
+    assert {"/api/runs/{run_id}/effects/{operation_id}/resolve/", "/api/metrics/", "/api/effects/stop/"} <= paths

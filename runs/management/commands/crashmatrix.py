@@ -75,8 +75,9 @@ class Schedule:
     @property
     def is_truly_unknown(self) -> bool:
         """The crash leaves an attempt without outcome and nobody can read the provider: a person must decide."""
+        # Killed before the attempt is recorded, the tool was never called: the recovery attempts it, no question.
         return (self.provider == "reads-unavailable" and self.approval == "before"
-                and self.fault in {FaultPoint.BEFORE_EFFECT, FaultPoint.AFTER_EFFECT_COMMIT})
+                and self.fault == FaultPoint.AFTER_EFFECT_COMMIT)
 
 
 def quick_matrix() -> list[Schedule]:
