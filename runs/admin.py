@@ -6,16 +6,34 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.template.response import TemplateResponse
+from django.utils.html import format_html, format_html_join
 
+from runs.access import effect_is_resolvable_by
+from runs.agents import agent_names
+from runs.effects import effect_resolve, effect_transition_list
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError
-from runs.models import Checkpoint, Effect, JournalEntry, Leg, Run, RunMessage, SandboxPayment
+from runs.models import (
+    Checkpoint,
+    Effect,
+    EffectStopSwitch,
+    EffectTransition,
+    JournalEntry,
+    Leg,
+    Run,
+    RunMessage,
+    SandboxCommand,
+    SandboxPayment,
+)
 from runs.runtime.codec import encode_value
 from runs.sealing import unseal
 from runs.services import run_cancel, run_requeue
+from runs.stop_switch import effects_release, effects_stop
 from runs.stores import get_store
 
 TOKEN_PREVIEW_LENGTH = 12
@@ -182,10 +200,165 @@ class LegAdmin(ReadOnlyAdmin):
 
 @admin.register(Effect)
 class EffectAdmin(ReadOnlyAdmin):
-    list_display = ["operation_id", "run", "tool_name", "status", "attempts", "owner_epoch", "updated_at"]
-    list_filter = ["status", "tool_name"]
+    """The ledger. An effect that needs review is resolved here with the same services as the API: retry with
+    the same operation id, mark committed with a receipt, or abandon; each asks for the reason on a form."""
+
+    list_display = ["operation_id", "run", "tool_name", "status", "outcome_source", "attempts", "owner_epoch",
+                    "updated_at"]
+    list_filter = ["status", "tool_name", "outcome_source"]
     search_fields = ["operation_id", "tool_call_id", "run__run_id"]
     list_select_related = ["run"]
+    fields = ["run", "operation_id", "tool_call_id", "tool_name", "status", "outcome_source", "fingerprint",
+              "request", "receipt", "error", "attempts", "approval", "owner_epoch", "unknown_since", "created_at",
+              "updated_at", "ledger"]
+    actions = ["resolve_retry", "resolve_commit", "resolve_abandon"]
+
+    @admin.display(description="transitions (oldest first)")
+    def ledger(self, effect: Effect) -> str:
+        rows = format_html_join(
+            "", "<tr><td>{}</td><td>{} &rarr; {}</td><td>{}</td><td>{} {}</td><td>{}</td><td>{}</td></tr>",
+            ((t.at, t.from_status or "-", t.to_status, t.owner_epoch, t.actor_kind, t.actor, t.via,
+              t.note + (f" {json.dumps(t.evidence, ensure_ascii=False)}" if t.evidence else ""))
+             for t in effect_transition_list(effect=effect)),
+        )
+        return format_html("<table><tr><th>at</th><th>state</th><th>epoch</th><th>who</th><th>via</th>"
+                           "<th>note, evidence</th></tr>{}</table>", rows)
+
+    def has_resolve_permission(self, request: HttpRequest) -> bool:
+        return effect_is_resolvable_by(user=request.user)
+
+    @admin.action(description="Retry selected effects with the same operation id", permissions=["resolve"])
+    def resolve_retry(self, request: HttpRequest, queryset: QuerySet[Effect]) -> Any:
+        return self._resolve(request, queryset, "retry")
+
+    @admin.action(description="Mark selected effects committed, with a receipt", permissions=["resolve"])
+    def resolve_commit(self, request: HttpRequest, queryset: QuerySet[Effect]) -> Any:
+        return self._resolve(request, queryset, "commit")
+
+    @admin.action(description="Abandon selected effects (the run continues with an error result)",
+                  permissions=["resolve"])
+    def resolve_abandon(self, request: HttpRequest, queryset: QuerySet[Effect]) -> Any:
+        return self._resolve(request, queryset, "abandon")
+
+    def _resolve(self, request: HttpRequest, queryset: QuerySet[Effect], action: str) -> Any:
+        """Ask for the reason (and the receipt) on a form, then resolve each selected effect."""
+        form = EffectResolveForm(request.POST if "apply" in request.POST else None, action=action)
+        if not form.is_valid():
+            return TemplateResponse(request, "admin/runs/effect/resolve.html", {
+                **self.admin_site.each_context(request), "title": f"Resolve effects: {action}", "form": form,
+                "effects": queryset.select_related("run"), "action": request.POST.get("action"),
+                "opts": self.model._meta,
+            })
+        done = 0
+        for effect in queryset.select_related("run"):
+            try:
+                effect_resolve(run_id=effect.run.run_id, operation_id=effect.operation_id, action=action,
+                               reason=form.cleaned_data["reason"], receipt=form.cleaned_data.get("receipt"),
+                               user=request.user)
+            except (RunNotFound, RunNotResumable, ValidationError, PermissionDenied) as exc:
+                self.message_user(request, f"{effect.operation_id}: {_message_of(exc)}", messages.ERROR)
+            else:
+                done += 1
+        if done:
+            self.message_user(request, f"{done} effect(s) resolved: {action}.", messages.SUCCESS)
+        return None
+
+
+class EffectResolveForm(forms.Form):
+    """The reason every resolution needs, and the receipt marking an effect committed needs."""
+
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=2000)
+    receipt = forms.JSONField(required=False, help_text="A JSON object: the outcome (e.g. the provider's "
+                                                        "transaction).")
+
+    def __init__(self, *args: Any, action: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.action = action
+        if action != "commit":
+            del self.fields["receipt"]
+
+    def clean_receipt(self) -> Any:
+        receipt = self.cleaned_data.get("receipt")
+        if self.action == "commit" and not isinstance(receipt, dict):
+            raise forms.ValidationError("Marking an effect committed needs its receipt, a JSON object.")
+        return receipt
+
+
+def _message_of(exc: Exception) -> str:
+    return "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
+
+
+@admin.register(EffectTransition)
+class EffectTransitionAdmin(ReadOnlyAdmin):
+    list_display = ["effect", "from_status", "to_status", "owner_epoch", "actor_kind", "actor", "via", "at"]
+    list_filter = ["to_status", "actor_kind", "via"]
+    search_fields = ["effect__operation_id", "actor"]
+    list_select_related = ["effect"]
+
+
+class EffectStopSwitchForm(forms.ModelForm):
+    """A switch to turn on: blank agent for every agent, else a registered agent's name."""
+
+    class Meta:
+        model = EffectStopSwitch
+        fields = ["agent", "reason"]
+
+    def clean_agent(self) -> str:
+        agent = self.cleaned_data.get("agent", "")
+        if agent and agent not in agent_names():
+            raise forms.ValidationError(f"No agent named {agent!r}; known: {', '.join(agent_names())}.")
+        return agent
+
+    def validate_unique(self) -> None:
+        """Stopping a switch that exists (released) turns it on again; it is not a duplicate."""
+
+
+@admin.register(EffectStopSwitch)
+class EffectStopSwitchAdmin(admin.ModelAdmin):
+    """The stop switches: adding one (blank agent: every agent) stops new effects; the actions stop or release
+    the selected ones. Changes go through runs.stop_switch, which queues the runs a release lets go on."""
+
+    list_display = ["scope", "is_on", "reason", "changed_by", "changed_at"]
+    list_filter = ["is_on"]
+    form = EffectStopSwitchForm
+    actions = ["stop_selected", "release_selected"]
+
+    @admin.display(description="agent")
+    def scope(self, switch: EffectStopSwitch) -> str:
+        return switch.agent or "every agent"
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("runs.add_effectstopswitch")
+
+    def save_model(self, request: HttpRequest, obj: EffectStopSwitch, form: Any, change: bool) -> None:
+        switch = effects_stop(agent=obj.agent or None, reason=obj.reason, user=request.user)
+        obj.pk = switch.pk
+
+    def save_form(self, request: HttpRequest, form: Any, change: bool) -> EffectStopSwitch:
+        return form.save(commit=False)
+
+    @admin.action(description="Stop new effects (selected switches)", permissions=["operate"])
+    def stop_selected(self, request: HttpRequest, queryset: QuerySet[EffectStopSwitch]) -> None:
+        for switch in queryset:
+            effects_stop(agent=switch.agent or None, reason=switch.reason, user=request.user)
+        self.message_user(request, "New effects are stopped for the selected scope(s).", messages.SUCCESS)
+
+    @admin.action(description="Release selected switches (held runs continue)", permissions=["operate"])
+    def release_selected(self, request: HttpRequest, queryset: QuerySet[EffectStopSwitch]) -> None:
+        queued = sum(effects_release(agent=switch.agent or None, user=request.user) for switch in queryset)
+        self.message_user(request, f"Released; {queued} held run(s) queued to continue.", messages.SUCCESS)
+
+
+@admin.register(SandboxCommand)
+class SandboxCommandAdmin(ReadOnlyAdmin):
+    list_display = ["command", "operation_id", "exit_code", "created_at"]
+    search_fields = ["command", "operation_id"]
 
 
 @admin.register(RunMessage)

@@ -2,9 +2,11 @@
 
 ServiceError
   RunNotFound
+    EffectNotFound
   RunAlreadyExists
   UnknownAgent
   RunNotResumable
+    EffectNotResolvable
 StaleOwnerError (runs.runtime.OwnershipLostError)
 SealedDataError (runs.runtime.CheckpointCorruptError)
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 from runs.runtime.errors import CheckpointCorruptError, OwnershipLostError
 
 __all__ = [
+    "EffectNotFound",
+    "EffectNotResolvable",
     "RunAlreadyExists",
     "RunNotFound",
     "RunNotResumable",
@@ -61,3 +65,16 @@ class StaleOwnerError(OwnershipLostError):
 
 class SealedDataError(CheckpointCorruptError):
     """Stored data cannot be unsealed: no key, or none of the keys opens it. Never an empty history."""
+
+
+class EffectNotFound(RunNotFound):
+    """No effect with this operation id in the run (an API 404)."""
+
+    def __init__(self, run_id: str, operation_id: str) -> None:
+        ServiceError.__init__(self, f"No effect {operation_id!r} in run {run_id!r}.")
+        self.run_id = run_id
+        self.operation_id = operation_id
+
+
+class EffectNotResolvable(RunNotResumable):
+    """The effect does not need review (or its run is being worked on), so there is nothing to resolve (409)."""

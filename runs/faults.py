@@ -1,10 +1,15 @@
-"""Fault injection for crash tests: DEUZ_FAULT=POINT[:N] kills this process at the N-th time it reaches POINT."""
+"""Fault injection for crash tests: DEUZ_FAULT=POINT[:N] kills this process at the N-th time it reaches POINT.
+
+With DEUZ_FAULT_ACTION=stop the process freezes there instead (SIGSTOP, after a pause that lets work already in
+flight on other threads commit, so it holds no lock): a stale worker a crash test wakes later with SIGCONT.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 
 from runs.runtime.faults import FaultPoint
@@ -39,6 +44,7 @@ def fault_probe(spec: str | None) -> Callable[[str], None]:
         raise ValueError(error)
     point, _, count = spec.partition(":")
     target = int(count or 1)
+    freeze = os.environ.get("DEUZ_FAULT_ACTION", "kill") == "stop"
     seen = 0
     lock = threading.Lock()
 
@@ -48,7 +54,10 @@ def fault_probe(spec: str | None) -> Callable[[str], None]:
             return
         with lock:
             seen += 1
-            if seen == target:
+            if seen == target and freeze:
+                time.sleep(0.3)  # the probe blocks its event loop: no new write starts, those in flight finish
+                os.kill(os.getpid(), signal.SIGSTOP)
+            elif seen == target:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     return probe

@@ -26,11 +26,13 @@ from approvals.selectors import (
 from approvals.services import approval_checkpoint_saved
 from approvals.signing import approval_signer
 from runs.agents import AgentDefinition, LegContext, agent_build
+from runs.effects import DatabaseEffectLedger
 from runs.faults import fault_probe
 from runs.journal import JournalWriter
 from runs.models import Run
 from runs.retries import RetryPlan, model_error_failure, retry_plan, retry_policy_default
 from runs.runtime import Deps, RunHalted
+from runs.runtime.durable import EffectsStopped
 from runs.runtime.codec import decode_value
 from runs.runtime.durable import (
     CheckpointCorruptError,
@@ -55,6 +57,7 @@ from runs.services import (
     run_lease_renew,
     run_leg_finish,
 )
+from runs.stop_switch import EFFECTS_STOPPED_FINISH
 from runs.stores import get_store
 
 __all__ = ["SUSPENSION_NOT_STORED", "leg_execute", "leg_secrets"]
@@ -154,9 +157,12 @@ class _Leg:
             approval_signer=approval_signer(),
             approval_max_age_ms=settings.DEUZ_APPROVAL_MAX_AGE_SECONDS * 1000,
             signal=self.signal,
+            effect_ledger=DatabaseEffectLedger(run_id=run.run_id, epoch=claim.epoch, agent=run.agent,
+                                               worker_id=run.worker_id),
             deps=Deps(fault=self.fault, secrets=leg_secrets(), logger=logging.getLogger("deuz.runtime")),
         )
-        if await store.aload(run.run_id) is None:
+        checkpoint = await store.aload(run.run_id)
+        if checkpoint is None:
             if claim.kind in ("recovery", "retry"):
                 # The previous leg (dead, or failed on a model error) may have streamed part of step 0 and saved
                 # nothing: followers must set that output aside, as after any interrupted step.
@@ -173,6 +179,14 @@ class _Leg:
             # resume it without their verdicts (that would deny by default); say again what it waits on.
             return _Resuspension(run.run_id, waiting)
         verdicts = await sync_to_async(approval_verdicts_for_resume)(run=run)
+        if claim.kind == "recovery" and checkpoint["status"] == "suspended":
+            # The dead leg was settling these verdicts (its tool phase may have streamed results): it restarts.
+            step = checkpoint["step_index"]
+            self.writer.prefix = [{
+                "type": "recovery",
+                "restarted_step_index": step,
+                "message": f"The previous leg was interrupted; the run restarts at step {step}.",
+            }]
         return resume_stream_from_checkpoint(store, run.run_id, approval_responses=verdicts, **options)
 
     async def keep_lease(self) -> None:
@@ -260,6 +274,8 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
             finish_reason, error = "needs_review", SUSPENSION_NOT_STORED
     except OwnershipLostError:
         leg.lost.set()
+    except EffectsStopped as exc:  # a stop switch is on: the run waits, and continues when it is released
+        finish_reason, error = EFFECTS_STOPPED_FINISH, exc.reason
     except ModelCallError as exc:  # its error part is in the journal already; retried or failed below
         model_error, usage = exc, dict(exc.usage or {})
     except (CheckpointCorruptError, RunHalted) as exc:

@@ -8,7 +8,19 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-__all__ = ["Checkpoint", "Effect", "JournalEntry", "Leg", "RUN_ID_VALIDATOR", "Run", "RunMessage", "SandboxPayment"]
+__all__ = [
+    "Checkpoint",
+    "Effect",
+    "EffectStopSwitch",
+    "EffectTransition",
+    "JournalEntry",
+    "Leg",
+    "RUN_ID_VALIDATOR",
+    "Run",
+    "RunMessage",
+    "SandboxCommand",
+    "SandboxPayment",
+]
 
 RUN_ID_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9._:-]{1,200}\Z", "A run id is 1-200 characters of letters, digits, '.', '_', ':' and '-'."
@@ -186,30 +198,47 @@ class SandboxPayment(models.Model):
 
 
 class Effect(models.Model):
-    """The effect ledger: one row per operation a side-effecting tool performs, written before the call.
+    """The effect ledger: one row per operation of an effectful tool, written before the tool is called.
 
-    An operation runs at most once: a committed one replays its receipt, an unknown one is reconciled with the
-    outside system before anything is retried, and a request that changed under the same id is refused.
+    An operation is performed at most once: a committed one replays its receipt, one attempted without an
+    outcome is reconciled with the outside system before anything is retried, an unknown one goes to a person,
+    and a request that changed under the same id is refused. The rules are runs.runtime.effects'; this is the
+    database ledger's row (runs.effects.DatabaseEffectLedger), each of its moves an EffectTransition.
     """
 
     class Status(models.TextChoices):
-        INTENT = "intent", "Attempting"
+        PROPOSED = "proposed", "Proposed"
+        APPROVED = "approved", "Approved"
+        ATTEMPTED = "attempted", "Attempted"
         COMMITTED = "committed", "Committed"
-        RECONCILED = "reconciled", "Reconciled"
+        VERIFIED = "verified", "Verified"
         FAILED = "failed", "Failed"
         UNKNOWN = "unknown", "Outcome unknown"
+        NEEDS_REVIEW = "needs_review", "Needs review"
+
+    class Source(models.TextChoices):
+        NONE = "", "Not known yet"
+        TOOL = "tool", "The tool's answer"
+        RECONCILIATION = "reconciliation", "Read back from the outside system"
+        PERSON = "person", "A person's resolution"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="effects")
-    operation_id = models.CharField(max_length=300, unique=True)
+    operation_id = models.CharField(max_length=500, unique=True, help_text="Run id + tool call id.")
     tool_call_id = models.CharField(max_length=200)
     tool_name = models.CharField(max_length=200)
-    fingerprint = models.CharField(max_length=64)
-    request = models.JSONField()
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.INTENT)
-    receipt = models.JSONField(null=True, blank=True)
+    fingerprint = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON of tool name and input.")
+    request = models.JSONField(help_text="The tool's input.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PROPOSED, db_index=True)
+    receipt = models.JSONField(null=True, blank=True, help_text="The outcome: the tool's output, read back, or given.")
+    outcome_source = models.CharField(max_length=20, choices=Source.choices, blank=True, default=Source.NONE)
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    approval = models.JSONField(
+        null=True, blank=True, help_text="What authorized the attempt: approval id, revision and fingerprint, or a "
+        "person's retry.",
+    )
     owner_epoch = models.PositiveBigIntegerField(help_text="The epoch of the last worker that wrote it.")
+    unknown_since = models.DateTimeField(null=True, blank=True, help_text="Since when its outcome is unknown.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -218,6 +247,79 @@ class Effect(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.operation_id} ({self.status})"
+
+    @property
+    def is_reconciled(self) -> bool:
+        """Its outcome was read back from the outside system after a crash or a timeout."""
+        return self.outcome_source == self.Source.RECONCILIATION
+
+
+class EffectTransition(models.Model):
+    """One move of an effect's state, or an event that kept it (a conflict, a reconciliation that found nothing,
+    a stop): when, under which owner epoch, by whom (a worker or a person) and why."""
+
+    class Actor(models.TextChoices):
+        WORKER = "worker", "Worker"
+        PERSON = "person", "Person"
+
+    effect = models.ForeignKey(Effect, on_delete=models.CASCADE, related_name="transitions")
+    from_status = models.CharField(max_length=20, blank=True)
+    to_status = models.CharField(max_length=20, choices=Effect.Status.choices)
+    owner_epoch = models.PositiveBigIntegerField()
+    actor_kind = models.CharField(max_length=10, choices=Actor.choices)
+    actor = models.CharField(max_length=200, help_text="The worker's id, or the person's username.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    via = models.CharField(max_length=20, help_text="tool, approval, reconcile, verify, stop, conflict, or a "
+                                                    "person's retry, commit, abandon.")
+    note = models.TextField(blank=True, help_text="What happened, or the person's reason.")
+    evidence = models.JSONField(null=True, blank=True, help_text="What was read (reconciliation) or given.")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["effect", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.effect.operation_id}: {self.from_status or '-'} -> {self.to_status} ({self.via})"
+
+
+class EffectStopSwitch(models.Model):
+    """A stop switch (runs.stop_switch): while on, no new effect is attempted, for every agent (blank agent) or
+    one. Reads, reconciliation and suspension go on; released, the runs it suspended continue."""
+
+    agent = models.CharField(max_length=100, blank=True, unique=True, help_text="Blank: every agent.")
+    is_on = models.BooleanField(default=True)
+    reason = models.TextField(blank=True)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["agent"]
+
+    def __str__(self) -> str:
+        return f"{'effects of ' + self.agent if self.agent else 'every effect'}: {'stopped' if self.is_on else 'on'}"
+
+
+class SandboxCommand(models.Model):
+    """The demo shell sandbox's own log (outside the agent's ledger): one row per command it ran. Not unique per
+    operation: like a real shell it would run a repeat again, so a duplicate would show here."""
+
+    operation_id = models.CharField(max_length=500, db_index=True)
+    command = models.TextField()
+    exit_code = models.IntegerField()
+    output = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.command} ({self.operation_id})"
+
+    def result(self) -> dict:
+        return {"command": self.command, "exit_code": self.exit_code, "output": self.output,
+                "operation_id": self.operation_id}
 
 
 class JournalEntry(models.Model):

@@ -28,6 +28,7 @@ from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint
 from runs.runtime.types import AgentCheckpoint
 from runs.signals import run_cancelled, run_status_changed_on_commit
+from runs.stop_switch import EFFECTS_STOPPED_FINISH, effects_stop_reason
 
 __all__ = [
     "Claim",
@@ -210,6 +211,10 @@ def run_leg_finish(
     elif finish_reason == "retry":
         run.status = Run.Status.CANCELLED if run.cancel_requested else Run.Status.QUEUED
         run.retry_at, run.retry_attempt, run.retry_limit = retry.retry_at, retry.attempt, retry.limit
+    elif finish_reason == EFFECTS_STOPPED_FINISH:  # waits for the stop switch; released meanwhile, it goes on
+        stopped = effects_stop_reason(agent=run.agent)
+        run.status = Run.Status.CANCELLED if run.cancel_requested else (
+            Run.Status.SUSPENDED if stopped else Run.Status.QUEUED)
     elif finish_reason == "error":
         run.status = Run.Status.FAILED
         run.retry_at = None

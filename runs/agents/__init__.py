@@ -33,15 +33,16 @@ class AgentDefinition:
     retry: RetryPolicy = field(default_factory=retry_policy_default)
 
 
-def db_tool(execute: Callable[[dict[str, Any], Any], Any]) -> Callable[[dict[str, Any], Any], Any]:
-    """Wrap a sync tool that uses the ORM: the runtime runs it on a pool thread, so close that thread's
-    connections afterwards, as Django does at the end of a request (no idle connections pile up)."""
+def db_tool(execute: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a sync tool (or an effect's reconcile or verify) that uses the ORM: the runtime runs it on a pool
+    thread, so close that thread's connections afterwards, as Django does at the end of a request (no idle
+    connections pile up)."""
     from django.db import close_old_connections, connections
 
-    def run(tool_input: dict[str, Any], ctx: Any) -> Any:
+    def run(*args: Any) -> Any:
         close_old_connections()
         try:
-            return execute(tool_input, ctx)
+            return execute(*args)
         finally:
             connections.close_all()
 

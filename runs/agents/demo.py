@@ -13,9 +13,14 @@ from typing import Any
 from django.conf import settings
 
 from runs.agents import AgentDefinition, LegContext, db_tool
-from runs.agents.sandbox import EXPENSES, sandbox_pay, sandbox_payment_lookup, sandbox_shell
-from runs.effects import EffectFence, effect_perform
-from runs.runtime import agent_tool, tool
+from runs.agents.sandbox import (
+    EXPENSES,
+    sandbox_pay,
+    sandbox_payment_lookup,
+    sandbox_shell,
+    sandbox_shell_lookup,
+)
+from runs.runtime import Effect, EffectCall, agent_tool, tool
 from runs.runtime.providers import AnthropicModel, OpenAIChatModel
 from runs.runtime.testing import ScriptedModel
 
@@ -119,29 +124,39 @@ def _lookup_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return dict(expense)
 
 
-def _pay_expense_for(leg: LegContext | None):
-    def pay_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        # The operation id is stable across crashes: the tool call id lives in the checkpointed decision.
-        operation_id = f"{ctx.run_id}:{ctx.tool_call_id}"
-        request = {
-            "expense_id": tool_input["expense_id"],
-            "amount": str(tool_input["amount"]),
-            "currency": tool_input["currency"],
-            "recipient": tool_input["recipient"],
-        }
-        if leg is None:  # outside a worker (a script): the provider's idempotency alone
-            return sandbox_pay(operation_id=operation_id, **request)
-        return effect_perform(
-            fence=EffectFence(leg.run_id, leg.epoch, leg.fault),
-            operation_id=operation_id,
-            tool_call_id=ctx.tool_call_id,
-            tool_name=ctx.tool_name,
-            request=request,
-            perform=lambda: sandbox_pay(operation_id=operation_id, **request),
-            reconcile=lambda: sandbox_payment_lookup(operation_id=operation_id),
-        )
+def _payment_request(tool_input: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a payment: the expense, the exact amount, the currency and the recipient."""
+    return {
+        "expense_id": str(tool_input.get("expense_id", "")),
+        "amount": str(tool_input.get("amount", "")),
+        "currency": str(tool_input.get("currency", "")),
+        "recipient": str(tool_input.get("recipient", "")),
+    }
 
-    return pay_expense
+
+def _pay_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    # The operation id is the provider's idempotency key; stable across crashes, since the tool call id lives in
+    # the checkpointed decision.
+    return sandbox_pay(operation_id=ctx.effect.operation_id, **_payment_request(tool_input))
+
+
+def _payment_reconcile(call: EffectCall) -> dict[str, Any] | None:
+    return sandbox_payment_lookup(operation_id=call.operation_id)
+
+
+def _payment_verify(call: EffectCall, receipt: Any) -> bool:
+    """Read the payment back from the provider: the same transaction, amount, currency and recipient."""
+    found = sandbox_payment_lookup(operation_id=call.operation_id)
+    if found is None or not isinstance(receipt, dict):
+        return False
+    asked = _payment_request(call.input)
+    return found.get("transaction_id") == receipt.get("transaction_id") and all(
+        found.get(key) == value for key, value in asked.items())
+
+
+PAYMENT_EFFECT = Effect(
+    reconcile=db_tool(_payment_reconcile), verify=db_tool(_payment_verify), fingerprint=_payment_request
+)
 
 
 def reimbursement_agent(*, leg: LegContext | None = None) -> AgentDefinition:
@@ -167,8 +182,9 @@ def reimbursement_agent(*, leg: LegContext | None = None) -> AgentDefinition:
                                    "currency": {"type": "string"}, "recipient": {"type": "string"}},
                     "required": ["expense_id", "amount", "currency", "recipient"],
                 },
-                execute=db_tool(_pay_expense_for(leg)),
+                execute=db_tool(_pay_expense),
                 needs_approval=True,
+                effect=PAYMENT_EFFECT,
             ),
         },
     )
@@ -197,7 +213,15 @@ def _coder_policy(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_shell(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    return sandbox_shell(str(tool_input.get("command", "")))
+    return sandbox_shell(str(tool_input.get("command", "")), operation_id=ctx.effect.operation_id)
+
+
+def _shell_reconcile(call: EffectCall) -> dict[str, Any] | None:
+    return sandbox_shell_lookup(operation_id=call.operation_id)
+
+
+#: A command is an effect too: it runs at most once per operation, and a crash is reconciled with the shell's log.
+SHELL_EFFECT = Effect(reconcile=db_tool(_shell_reconcile))
 
 
 def coder_agent(*, leg: LegContext | None = None) -> AgentDefinition:
@@ -212,8 +236,9 @@ def coder_agent(*, leg: LegContext | None = None) -> AgentDefinition:
             "run_shell": tool(
                 description="Run a shell command in the sandbox. Needs a reviewer's approval.",
                 input_schema={"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-                execute=_run_shell,
+                execute=db_tool(_run_shell),
                 needs_approval=True,
+                effect=SHELL_EFFECT,
             )
         },
     )

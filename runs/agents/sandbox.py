@@ -1,4 +1,10 @@
-"""Sandboxes the demo agents act on: a payment provider and a shell, never the real things."""
+"""Sandboxes the demo agents act on: a payment provider and a shell, never the real things.
+
+Both keep their own books (SandboxPayment, SandboxCommand), outside the agent's effect ledger, so crash tests
+can check what really happened. ``DEUZ_SANDBOX_PAYMENTS`` (comma-separated) makes the provider misbehave, per
+process: ``commit-then-timeout`` commits a payment and then times out; ``reads-unavailable`` makes every lookup
+fail, as a provider whose read API is down.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,17 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from runs.models import SandboxPayment
+from runs.models import SandboxCommand, SandboxPayment
 
-__all__ = ["EXPENSES", "SandboxTimeout", "sandbox_pay", "sandbox_payment_lookup", "sandbox_shell"]
+__all__ = [
+    "EXPENSES",
+    "SandboxTimeout",
+    "SandboxUnavailable",
+    "sandbox_pay",
+    "sandbox_payment_lookup",
+    "sandbox_shell",
+    "sandbox_shell_lookup",
+]
 
 EXPENSES = {
     "exp-1042": {"expense_id": "exp-1042", "employee": "Ada Lovelace", "amount": "84.20", "currency": "EUR",
@@ -25,13 +39,21 @@ class SandboxTimeout(TimeoutError):
     """The provider did not answer in time; whether the payment happened is unknown to the caller."""
 
 
+class SandboxUnavailable(ConnectionError):
+    """The provider's read API cannot be reached: nobody can tell whether an operation happened."""
+
+
+def _modes() -> set[str]:
+    return {mode.strip() for mode in os.environ.get("DEUZ_SANDBOX_PAYMENTS", "").split(",") if mode.strip()}
+
+
 def _fingerprint(request: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
 
 def sandbox_pay(*, operation_id: str, expense_id: str, amount: str, currency: str, recipient: str) -> dict[str, Any]:
     """Pay once per operation id: a repeat with the same request returns the first receipt; a repeat with a
-    different request is refused. ``DEUZ_SANDBOX_PAYMENTS=commit-then-timeout`` commits, then times out."""
+    different request is refused."""
     request = {"expense_id": expense_id, "amount": amount, "currency": currency, "recipient": recipient}
     fingerprint = _fingerprint(request)
     try:
@@ -44,13 +66,15 @@ def sandbox_pay(*, operation_id: str, expense_id: str, amount: str, currency: st
         payment = SandboxPayment.objects.get(operation_id=operation_id)
         if payment.fingerprint != fingerprint:
             raise ValueError(f"Operation {operation_id} was already used for a different payment.") from None
-    if os.environ.get("DEUZ_SANDBOX_PAYMENTS") == "commit-then-timeout":
+    if "commit-then-timeout" in _modes():
         raise SandboxTimeout("The payment provider did not answer within 30 s.")
     return payment.receipt()
 
 
 def sandbox_payment_lookup(*, operation_id: str) -> dict[str, Any] | None:
-    """The provider's own record of an operation (what reconciliation reads)."""
+    """The provider's own record of an operation (what reconciliation and verification read)."""
+    if "reads-unavailable" in _modes():
+        raise SandboxUnavailable("The payment provider's read API is unavailable.")
     payment = SandboxPayment.objects.filter(operation_id=operation_id).first()
     return payment.receipt() if payment else None
 
@@ -61,9 +85,26 @@ _SHELL = {
 }
 
 
-def sandbox_shell(command: str) -> dict[str, Any]:
-    """A pretend shell: canned output for known commands, exit 127 for the rest. Nothing is executed."""
+def _shell_output(command: str) -> tuple[int, str]:
     for prefix, output in _SHELL.items():
         if command.strip().startswith(prefix):
-            return {"command": command, "exit_code": 0, "output": output}
-    return {"command": command, "exit_code": 127, "output": f"sandbox: {command.split()[0] if command.split() else ''}: not available"}
+            return 0, output
+    words = command.split()
+    return 127, f"sandbox: {words[0] if words else ''}: not available"
+
+
+def sandbox_shell(command: str, *, operation_id: str = "") -> dict[str, Any]:
+    """A pretend shell: canned output for known commands, exit 127 for the rest; nothing is executed. Each run is
+    logged under its operation id, and, like a real shell, a repeat runs again."""
+    exit_code, output = _shell_output(command)
+    if operation_id:
+        SandboxCommand.objects.create(operation_id=operation_id, command=command, exit_code=exit_code, output=output)
+    return {"command": command, "exit_code": exit_code, "output": output}
+
+
+def sandbox_shell_lookup(*, operation_id: str) -> dict[str, Any] | None:
+    """The shell log's record of an operation (what reconciliation reads), or None when it never ran."""
+    ran = SandboxCommand.objects.filter(operation_id=operation_id).order_by("id").first()
+    if ran is None:
+        return None
+    return {"command": ran.command, "exit_code": ran.exit_code, "output": ran.output}

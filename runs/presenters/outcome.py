@@ -47,7 +47,7 @@ def run_outcome(run: Run, *, state: PeopleState, effects: list[Effect],
                 requests: list[ApprovalRequest]) -> Outcome:
     """The outcome of ``run`` from its state, its effects and its approval requests (all already loaded)."""
     if run.status == Run.Status.COMPLETED:
-        done = [effect for effect in effects if effect.status in {Effect.Status.COMMITTED, Effect.Status.RECONCILED}]
+        done = [effect for effect in effects if effect.status in {Effect.Status.COMMITTED, Effect.Status.VERIFIED}]
         denied = [request for request in requests if request.status == Verdict.DENIED]
         expired = [request for request in requests if request.status == Verdict.EXPIRED]
         parts = [_effect_done(effect) for effect in done]

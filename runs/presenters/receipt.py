@@ -99,9 +99,18 @@ def run_receipt(run: Run) -> dict[str, Any]:
                 "attempts": effect.attempts,
                 "owner_epoch": effect.owner_epoch,
                 "receipt": effect.receipt,
+                "outcome_source": effect.outcome_source,
+                "approval": effect.approval,
                 "error": effect.error,
                 "created_at": _iso(effect.created_at),
                 "updated_at": _iso(effect.updated_at),
+                # The ordered ledger: why the effect happened once (attempts, reconciliation reads, epochs, people).
+                "transitions": [
+                    {"from": t.from_status, "to": t.to_status, "owner_epoch": t.owner_epoch,
+                     "actor": f"{t.actor_kind} {t.actor}", "via": t.via, "note": t.note, "evidence": t.evidence,
+                     "at": _iso(t.at)}
+                    for t in effect.transitions.order_by("id")
+                ],
             }
             for effect in run_effect_rows(run=run)
         ],

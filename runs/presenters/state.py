@@ -33,7 +33,7 @@ def _last_confirmed_event(run: Run, legs: list[Leg], effects: list[Effect]) -> t
     if checkpoint is not None:
         events.append((checkpoint.recorded_at, f"step {checkpoint.step_index} checkpointed ({checkpoint.status})"))
     for effect in effects:
-        if effect.status != Effect.Status.INTENT:
+        if effect.status not in {Effect.Status.PROPOSED, Effect.Status.APPROVED, Effect.Status.ATTEMPTED}:
             events.append((effect.updated_at, f"{effect.tool_name} {effect.get_status_display().lower()}"))
     verdict = approval_latest_verdict(run=run)
     if verdict is not None:
@@ -58,7 +58,7 @@ def run_people_state(
     effects = list(run_effect_rows(run=run)) if effects is None else effects
     recovered = any(leg.kind == Leg.Kind.RECOVERY for leg in legs)
     retried = sum(leg.finish_reason == "retry" for leg in legs)
-    is_unsettled = any(effect.status in {Effect.Status.INTENT, Effect.Status.UNKNOWN} for effect in effects)
+    is_unsettled = any(effect.status in {Effect.Status.ATTEMPTED, Effect.Status.UNKNOWN} for effect in effects)
     owner_now = f"worker {run.worker_id or '-'} (owner epoch {run.owner_epoch})"
     Status = Run.Status
     if run.status == Status.QUEUED:
@@ -98,6 +98,10 @@ def run_people_state(
         else:
             key, label, why = "running", "Running", "A worker is running the agent."
             action = "Follow it live; it can be cancelled."
+    elif run.status == Status.SUSPENDED and run.finish_reason == "effects-stopped":
+        key, label = "effects_stopped", "Waiting: effects are stopped"
+        why = "effects are stopped: an operator switched new effects off; nothing was attempted, nothing is lost."
+        owner, action = "No worker: it continues when effects are released", "manage.py runs stop-effects --release"
     elif run.status == Status.SUSPENDED:
         key, label = "waiting", "Waiting for review"
         tools = ", ".join(request.tool_name for request in approval_pending_list(run=run)) or "no request is open"
@@ -124,6 +128,9 @@ def run_people_state(
         key, label = "needs_review", "Needs review"
         why = run.error or "The system cannot decide safely on its own."
         owner, action = "A person: the run stopped for review", "An operator checks it, then: manage.py runs resume."
+        if any(effect.status == Effect.Status.NEEDS_REVIEW for effect in effects):
+            action = ("A reviewer resolves the effect (retry, mark committed with a receipt, or abandon): "
+                      "manage.py runs resolve, or manage.py runs resume.")
     last_event, last_event_at = _last_confirmed_event(run, legs, effects) if include_last_event else ("", None)
     return PeopleState(key=key, label=label, why=why, last_event=last_event, last_event_at=last_event_at,
                        owner=owner, next_action=action)

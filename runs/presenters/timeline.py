@@ -97,23 +97,28 @@ def _effect_steps(effect: Effect, agent_path: tuple[str, ...] = ()) -> list[RunS
     attempts = f"{effect.attempts} attempt{'s' if effect.attempts != 1 else ''}"
     steps = [RunStep("attempted", f"Attempted: {effect.tool_name}",
                      f"operation {effect.operation_id}, {attempts}", effect.created_at, agent_path)]
-    if effect.status == Effect.Status.RECONCILED:
+    if effect.is_reconciled:
         steps.append(RunStep("reconciled", f"Reconciled: {effect.tool_name}",
                              "the outcome was read back from the provider", effect.updated_at, agent_path))
-    if effect.status in {Effect.Status.COMMITTED, Effect.Status.RECONCILED}:
+    if effect.status == Effect.Status.NEEDS_REVIEW:
+        steps.append(RunStep("needs_review", f"Needs review: {effect.tool_name}",
+                             "its outcome cannot be established; a reviewer resolves it", effect.updated_at,
+                             agent_path))
+    elif effect.status in {Effect.Status.COMMITTED, Effect.Status.VERIFIED}:
         receipt = effect.receipt if isinstance(effect.receipt, dict) else {}
         reference = receipt.get("transaction_id") or effect.operation_id
-        steps.append(RunStep("verified", f"Verified: {effect.tool_name}", f"receipt {reference}", effect.updated_at,
-                             agent_path))
+        kind = "verified" if effect.status == Effect.Status.VERIFIED else "committed"
+        steps.append(RunStep(kind, f"{kind.capitalize()}: {effect.tool_name}", f"receipt {reference}",
+                             effect.updated_at, agent_path))
     elif effect.status == Effect.Status.UNKNOWN:
         steps.append(RunStep("reconciling", f"Outcome unknown: {effect.tool_name}",
                              "the system is checking the provider before anything is retried", effect.updated_at,
                              agent_path))
     elif effect.status == Effect.Status.FAILED:
         steps.append(RunStep("failed", f"Failed: {effect.tool_name}", effect.error, effect.updated_at, agent_path))
-    elif effect.status != Effect.Status.INTENT:  # a status this page does not know yet: say it as stored
+    elif effect.status not in {Effect.Status.PROPOSED, Effect.Status.APPROVED, Effect.Status.ATTEMPTED}:
         steps.append(RunStep(str(effect.status), f"{effect.get_status_display()}: {effect.tool_name}", effect.error,
-                             effect.updated_at, agent_path))
+                             effect.updated_at, agent_path))  # a status this page does not know yet, as stored
     return steps
 
 
@@ -281,7 +286,6 @@ def _steps_of(session_key: str, agent_path: tuple[str, ...], messages: list[dict
         records = tuple(records_by_step.get(number, ()))
         steps.append(StoryStep(number=number, agent_path=agent_path, text=text, calls=tuple(calls), records=records,
                                at=records[0].recorded_at if records else None))
-    return steps
 
 
 def run_story(*, run: Run, requests: list[ApprovalRequest] | None = None, effects: list[Effect] | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .deps import Deps, SystemClock
+from .effects import Effect, EffectCall
 from .engine import PrepareStepContext
 from .errors import (
     CheckpointCorruptError,
@@ -35,6 +36,8 @@ __all__ = [
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
     "Deps",
+    "Effect",
+    "EffectCall",
     "GenerateTextResult",
     "LanguageModel",
     "Message",

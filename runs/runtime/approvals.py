@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .deps import Deps
+from .effects import effect_fingerprint
 from .types import ToolApprovalRequest
 
 __all__ = [
@@ -27,6 +28,7 @@ DENIED_BY_DEFAULT_REASON = "No verdict was given for this tool call; it was deni
 class Verdict:
     approved: bool
     reason: str | None = None
+    payload: Mapping[str, Any] | None = None  # the verified token's payload: the exact request approved
 
 
 def mint_request(
@@ -81,8 +83,12 @@ def settle_verdict(
     signer: Any,
     max_age_ms: int | None,
     binding_run_id: str | None,
+    tool_name: str | None = None,
+    tool_input: Mapping[str, Any] | None = None,
 ) -> Verdict:
-    """Approved only if the response approves and, with a signer, its token passes the four checks."""
+    """Approved only if the response approves and, with a signer, its token passes the four checks; given the
+    call's ``tool_name`` and ``tool_input``, the token must also have been signed for that exact request (its
+    fingerprint), so a verdict cannot authorize other arguments."""
     if response is None:
         return Verdict(False, DENIED_BY_DEFAULT_REASON)
     if response.get("approved") is not True:
@@ -100,4 +106,9 @@ def settle_verdict(
     token_run_id = payload.get("run_id")
     if binding_run_id is not None and token_run_id is not None and token_run_id != binding_run_id:
         return Verdict(False, APPROVAL_TOKEN_DENIAL_REASON)
-    return Verdict(True)
+    if tool_name is not None and (
+        payload.get("tool_name") != tool_name
+        or effect_fingerprint(tool_name, payload.get("input")) != effect_fingerprint(tool_name, tool_input)
+    ):
+        return Verdict(False, APPROVAL_TOKEN_DENIAL_REASON)
+    return Verdict(True, payload=payload)

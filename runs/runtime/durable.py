@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from .approvals import APPROVAL_TOKEN_DENIAL_REASON
 from .codec import deserialize_checkpoint, serialize_checkpoint
+from .effects import EffectEntry, EffectLedger, InMemoryEffectLedger
 from .engine import DurableSession
-from .errors import CheckpointCorruptError, CheckpointNotFoundError, OwnershipLostError, StoreUnavailableError
+from .errors import (
+    CheckpointCorruptError,
+    CheckpointNotFoundError,
+    EffectConflictError,
+    EffectNeedsReview,
+    EffectNotAuthorized,
+    EffectsStopped,
+    OwnershipLostError,
+    StoreUnavailableError,
+)
 from .loops import load_checkpoint
 from .resume import resume_from_checkpoint, resume_stream_from_checkpoint
 from .signer import ApprovalSigner, create_approval_signer
@@ -52,6 +62,13 @@ __all__ = [
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
     "DurableSession",
+    "EffectConflictError",
+    "EffectEntry",
+    "EffectLedger",
+    "EffectNeedsReview",
+    "EffectNotAuthorized",
+    "EffectsStopped",
+    "InMemoryEffectLedger",
     "InMemorySessionStore",
     "OwnershipLostError",
     "SessionStore",

@@ -16,6 +16,7 @@ from typing import Any
 from .approvals import DENIED_BY_DEFAULT_REASON, DENIED_REASON, find_response, mint_request, settle_verdict
 from .codec import CHECKPOINT_VERSION
 from .deps import Deps
+from .effects import InMemoryEffectLedger
 from .errors import ModelCallError, OwnershipLostError, RunError, RunHalted, StoreUnavailableError, classify_model_error
 from .faults import FaultPoint
 from .redact import redact
@@ -58,6 +59,8 @@ class CallOptions:
     max_tool_concurrency: int | None = None
     signal: asyncio.Event | None = None
     deps: Deps | None = None
+    # Where effectful tools record their operations (runs.runtime.effects); a fresh in-memory one per leg if None.
+    effect_ledger: Any = None
     # Internal: set for sub-agents. The path of agent names, and the root run a token binds.
     agent_path: tuple[str, ...] = ()
     binding_run_id: str | None = None
@@ -131,6 +134,8 @@ class _Outcome:
     runnable: bool = False
     suspended: bool = False  # a sub-agent suspended out of it
     settled_by_verdict: bool = False
+    approval: dict[str, Any] | None = None  # the approval bound to this call's exact request, for the ledger
+    denial: str | None = None  # why an effectful call is not authorized (its ledger may still replay an outcome)
 
 
 @dataclass
@@ -207,6 +212,8 @@ class _Leg:
         self.responses = tuple(options.approval_responses or ())
         self.stop_conditions = _stop_conditions(options.stop_when)
         self.semaphore = asyncio.Semaphore(options.max_tool_concurrency) if options.max_tool_concurrency else None
+        self.ledger = options.effect_ledger if options.effect_ledger is not None else InMemoryEffectLedger()
+        self.settling = False  # the tool phase in flight settles a suspension (its verdicts were asked for)
 
     # ----------------------------------------------------------------- the leg
 
@@ -435,6 +442,7 @@ class _Leg:
             # Nothing runs in a step that waits for a person or a client: its siblings run on resume.
             return _Phase(None, own_requests, [])
         phase = _Phase(None, [], [])
+        self.settling = settle
         await self._execute_all(step, [o for o in outcomes if o.runnable], tools, phase)
         if phase.requests or any(outcome.suspended for outcome in outcomes):
             # A sub-agent suspended out of the batch: every result of the step is discarded (no tool
@@ -481,10 +489,18 @@ class _Leg:
             signer=self.o.approval_signer,
             max_age_ms=self.o.approval_max_age_ms,
             binding_run_id=self.binding_run_id,
+            tool_name=call["tool_name"],
+            tool_input=call["input"],
         )
         outcome.settled_by_verdict = True
         if verdict.approved:
             outcome.runnable = True
+            approved = verdict.payload or request or call
+            outcome.approval = {"approval_id": approval_id, "tool_name": approved.get("tool_name"),
+                                "input": approved.get("input"), "revision": (self.start.checkpoint or {}).get("step_id")}
+        elif spec.effect is not None:
+            # Not authorized to attempt; the ledger may still hold the outcome of an earlier, authorized attempt.
+            outcome.runnable, outcome.denial = True, verdict.reason
         else:
             outcome.result = _result(call, verdict.reason, is_error=True)
 
@@ -502,6 +518,8 @@ class _Leg:
             outcome.pending = request  # suspend for a verdict
         elif await _maybe_await(self.o.approve_tool_call(request)):
             outcome.runnable = True
+            outcome.approval = {"approval_id": request["approval_id"], "tool_name": call["tool_name"],
+                                "input": call["input"]}
         else:
             outcome.result = _result(call, DENIED_REASON, is_error=True)
 
@@ -534,6 +552,10 @@ class _Leg:
             approval_signer=self.o.approval_signer,
             approval_max_age_ms=self.o.approval_max_age_ms,
             report_usage=lambda extra: phase.usage.append(normalize_usage(extra)),
+            effect_ledger=self.ledger,
+            settling=self.settling,
+            approval=outcome.approval,
+            denial=outcome.denial,
         )
         try:
             output = await spec.run(call["input"], ctx)

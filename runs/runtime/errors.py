@@ -6,6 +6,11 @@ RunError
   CheckpointCorruptError
   OwnershipLostError
   RunHalted
+    EffectNeedsReview
+    EffectsStopped
+    EffectStateChanged
+  EffectConflictError
+  EffectNotAuthorized
   ScriptExhaustedError
   ModelCallError
 """
@@ -22,6 +27,11 @@ from .redact import redact
 __all__ = [
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
+    "EffectConflictError",
+    "EffectNeedsReview",
+    "EffectNotAuthorized",
+    "EffectStateChanged",
+    "EffectsStopped",
     "ModelCallError",
     "OwnershipLostError",
     "RunError",
@@ -63,6 +73,33 @@ class OwnershipLostError(RunError):
 class RunHalted(RunError):
     """A tool stops the leg for people to look (an effect whose outcome cannot be established); not an
     ordinary tool error the model could react to. The last checkpoint stays, so the run can resume later."""
+
+
+class EffectNeedsReview(RunHalted):
+    """An effect's outcome cannot be established (or did not verify): the run stops for a person to resolve it,
+    rather than gambling on a second attempt."""
+
+
+class EffectsStopped(RunHalted):
+    """A stop switch is on: no new effect is attempted, and the run suspends until it is released."""
+
+    def __init__(self, reason: str = "effects are stopped") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class EffectStateChanged(RunHalted):
+    """A ledger entry is not in the state its writer read (another writer moved it); nothing is guessed."""
+
+
+class EffectConflictError(RunError):
+    """An operation id was recorded for another request (another fingerprint); the tool is not called. A
+    visible failure (an ``is_error`` result and a ledger event), never a silent change of meaning."""
+
+
+class EffectNotAuthorized(RunError):
+    """An approval-gated effect has no approval bound to its exact request (denied, expired, used, or given for
+    other arguments); the tool is not called and the model reads why."""
 
 
 class ScriptExhaustedError(RunError):

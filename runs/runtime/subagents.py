@@ -9,6 +9,7 @@ from .errors import CheckpointNotFoundError
 from .loops import load_checkpoint
 from .results import GenerateTextResult
 from .tools import Tool, ToolContext
+from .usage import empty_usage
 
 __all__ = ["agent_tool", "child_run_id"]
 
@@ -53,6 +54,7 @@ def agent_tool(
             approval_max_age_ms=ctx.approval_max_age_ms,
             signal=ctx.signal,
             deps=ctx.deps,
+            effect_ledger=ctx.effect_ledger,
             agent_path=(*ctx.agent_path, name),
         )
         if ctx.store is None or ctx.run_id is None:
@@ -89,6 +91,10 @@ async def _run_durable_child(ctx: ToolContext, name: str, prompt: str, options: 
         messages = [{"role": "user", "content": prompt}]
         call = CallOptions(**options, messages=messages, session=session, binding_run_id=ctx.root_run_id)
         return await run_leg(call, LegStart(messages=messages))
+    if checkpoint["status"] == "suspended" and not ctx.settling:
+        # The child suspended, and the parent died before storing its own suspension: nobody was asked. Ask
+        # again (the parent suspends with the child's requests) rather than deny what no one saw.
+        raise SubAgentSuspended(list(checkpoint.get("pending_approvals") or []), empty_usage())
     # The parent re-executes this call on resume: the child settles its own pending calls from the
     # forwarded verdicts and goes on where it stopped (or answers again if it had completed).
     call = CallOptions(

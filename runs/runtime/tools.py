@@ -8,11 +8,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .effects import Effect, EffectCall, effect_fingerprint, perform_effect
+
 if TYPE_CHECKING:
     from .deps import Deps
     from .stores import SessionStore
 
-__all__ = ["Tool", "ToolContext", "normalize_tools", "tool"]
+__all__ = ["Effect", "Tool", "ToolContext", "normalize_tools", "tool"]
 
 Execute = Callable[[dict[str, Any], "ToolContext"], Any]
 NeedsApproval = bool | Callable[[dict[str, Any]], bool]
@@ -20,13 +22,21 @@ NeedsApproval = bool | Callable[[dict[str, Any]], bool]
 
 @dataclass(frozen=True, kw_only=True)
 class Tool:
-    """A tool the model may call. Without ``execute`` it is a client tool: the loop suspends for its result."""
+    """A tool the model may call. Without ``execute`` it is a client tool: the loop suspends for its result.
+    With ``effect`` its calls go through the effect ledger (runs.runtime.effects): at most once per operation."""
 
     name: str | None = None
     description: str = ""
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     execute: Execute | None = None
     needs_approval: NeedsApproval = False
+    effect: Effect | None = None
+
+    def __post_init__(self) -> None:
+        if self.effect is not None and not isinstance(self.effect, Effect):
+            raise TypeError(f"effect must be an Effect, not a {type(self.effect).__name__}.")
+        if self.effect is not None and self.execute is None:
+            raise ValueError("An effectful tool needs an execute: a client tool's effect is the client's business.")
 
     @property
     def is_client_tool(self) -> bool:
@@ -40,7 +50,20 @@ class Tool:
             return bool(verdict)
         return bool(self.needs_approval)
 
+    def fingerprint_of(self, tool_name: str, tool_input: dict[str, Any]) -> str:
+        """The digest that identifies a request of this tool (``effect.fingerprint`` picks what counts)."""
+        picked = tool_input
+        if self.effect is not None and self.effect.fingerprint is not None:
+            picked = self.effect.fingerprint(tool_input)
+        return effect_fingerprint(tool_name, picked)
+
     async def run(self, tool_input: dict[str, Any], ctx: ToolContext) -> Any:
+        """Call the tool: an effectful one through the effect ledger, any other one directly."""
+        if self.effect is not None:
+            return await perform_effect(self, tool_input, ctx)
+        return await self.call_execute(tool_input, ctx)
+
+    async def call_execute(self, tool_input: dict[str, Any], ctx: ToolContext) -> Any:
         """Call ``execute``; a sync function runs in a thread so it can block (or use a sync ORM) freely."""
         assert self.execute is not None
         if inspect.iscoroutinefunction(self.execute):
@@ -62,13 +85,16 @@ def tool(
     input_schema: dict[str, Any] | None = None,
     execute: Execute | None = None,
     needs_approval: NeedsApproval = False,
+    effect: Effect | None = None,
 ) -> Tool:
+    """A ``Tool``; ``effect=Effect(reconcile=..., verify=..., fingerprint=...)`` makes it effectful."""
     return Tool(
         name=name,
         description=description,
         input_schema=input_schema if input_schema is not None else {"type": "object", "properties": {}},
         execute=execute,
         needs_approval=needs_approval,
+        effect=effect,
     )
 
 
@@ -113,3 +139,11 @@ class ToolContext:
     approval_signer: Any = None
     approval_max_age_ms: int | None = None
     report_usage: Callable[[Mapping[str, Any]], None] = lambda usage: None
+    # The effect ledger (inherited by sub-agents); the approval that authorized this call, bound to its exact
+    # request ({"approval_id", "tool_name", "input", "revision"}), or why it was not authorized; and, inside an
+    # effectful tool's execute, the operation (its operation_id is the idempotency key to pass on).
+    effect_ledger: Any = None
+    settling: bool = False  # this call runs while its step's suspension is settled (its verdicts were asked for)
+    approval: Mapping[str, Any] | None = None
+    denial: str | None = None
+    effect: EffectCall | None = None

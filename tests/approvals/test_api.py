@@ -66,7 +66,7 @@ def test_an_approved_run_completes_with_one_committed_payment(start_suspended, r
     drain_runs()
     run = reviewer_client.get("/api/runs/r-1/").json()
     assert run["status"] == "completed"
-    assert [(e["tool_name"], e["status"]) for e in run["effects"]] == [("pay_expense", "committed")]
+    assert [(e["tool_name"], e["status"]) for e in run["effects"]] == [("pay_expense", "verified")]
     assert run["pending_approvals"] == []
     assert [leg["kind"] for leg in run["legs"]] == ["start", "verdict"]
     assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.USED

@@ -72,7 +72,7 @@ def test_a_token_from_another_run_authorizes_nothing(suspended, drain_runs):
 def test_an_approved_payment_is_made_once_and_its_token_is_spent(suspended, drain_runs):
     decide(suspended)
     drain_runs()
-    assert (Run.objects.get(run_id="r1").status, Effect.objects.get().status) == ("completed", "committed")
+    assert (Run.objects.get(run_id="r1").status, Effect.objects.get().status) == ("completed", "verified")
     assert ApprovalRequest.objects.get(pk=suspended.pk).status == "used"
     with pytest.raises(ApprovalNotDecidable):
         decide(suspended)

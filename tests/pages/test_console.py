@@ -74,7 +74,7 @@ def test_approving_in_the_console_queues_the_run_and_it_pays_once(reviewer_brows
     assert (request.status, request.decided_by, Run.objects.get(run_id="r1").status) == ("approved", reviewer, "queued")
     drain_runs()
     assert Run.objects.get(run_id="r1").status == "completed"
-    assert list(Effect.objects.values_list("status", flat=True)) == ["committed"]
+    assert list(Effect.objects.values_list("status", flat=True)) == ["verified"]
 
 
 def test_denying_records_the_reason(reviewer_browser, suspended):

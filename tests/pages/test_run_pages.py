@@ -110,7 +110,7 @@ def test_a_completed_runs_timeline_lists_its_steps_in_order(staff_browser, compl
 def test_a_completed_runs_timeline_shows_legs_effects_and_technical_records(staff_browser, completed):
     html = staff_browser.get("/runs/done-1/").content.decode()
     assert html.count("<code>test-worker</code>") == 2  # the start leg and the verdict's leg
-    assert 'data-status="committed"' in html
+    assert 'data-status="verified"' in html
     assert "transaction_id" in html
     assert "<details>" in html and "checkpoint" in html
     assert completed.token not in html
@@ -135,7 +135,7 @@ def make_run(run_id: str, status: str, legs: list[str] = (), effect_status: str 
     [
         ("queued", ["start"], None, "retry_scheduled", "Follow it live"),
         ("running", ["start", "recovery"], "unknown", "reconciling", "no duplicate submit"),
-        ("completed", ["start", "recovery"], "reconciled", "recovered", "manage.py runs export"),
+        ("completed", ["start", "recovery"], "verified", "recovered", "manage.py runs export"),
         ("failed", ["start"], None, "failed", "manage.py runs resume"),
         ("cancelled", ["start"], None, "cancelled", "None."),
         ("needs_review", ["start"], None, "needs_review", "manage.py runs resume"),
@@ -159,8 +159,8 @@ def test_a_reconciling_effect_shows_as_being_checked_in_the_steps(staff_browser)
 def test_a_reconciled_effect_lists_reconciled_before_verified(staff_browser):
     from runs.models import Effect
 
-    make_run("s-1", "completed", ["start", "recovery"], "reconciled")
-    Effect.objects.update(receipt={"transaction_id": "tx-1"})
+    make_run("s-1", "completed", ["start", "recovery"], "verified")
+    Effect.objects.update(receipt={"transaction_id": "tx-1"}, outcome_source=Effect.Source.RECONCILIATION)
     html = staff_browser.get("/runs/s-1/").content.decode()
     assert html.index('data-kind="attempted"') < html.index('data-kind="reconciled"') < html.index(
         'data-kind="verified"')

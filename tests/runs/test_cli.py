@@ -151,7 +151,7 @@ def test_export_records_the_effect_with_its_operation_id_and_fingerprint(paid_ru
     [exported] = json.loads(_runs("export", "r-paid"))["effects"]
     assert exported["operation_id"] == effect.operation_id
     assert exported["request_fingerprint"] == effect.fingerprint
-    assert exported["status"] == "committed"
+    assert exported["status"] == "verified"
     assert exported["receipt"]["transaction_id"].startswith("tx-")
 
 

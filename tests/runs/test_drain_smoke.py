@@ -18,4 +18,4 @@ def test_the_reimbursement_agent_suspends_then_pays_after_approval(drain_runs):
     approval_decide(run_id="r1", approval_id=request.approval_id, approved=True, token=request.token, user=None)
     drain_runs()
     run = Run.objects.get(run_id="r1")
-    assert (run.status, run.effects.get().status) == ("completed", "committed")
+    assert (run.status, run.effects.get().status) == ("completed", "verified")

@@ -54,7 +54,7 @@ def test_a_payment_committed_before_a_crash_is_reconciled_not_repeated(workers):
     workers("c")
     wait_until(lambda: status("crash-2") == "completed", what="the run to complete")
     effect = Effect.objects.get(run__run_id="crash-2")
-    assert (SandboxPayment.objects.count(), effect.status) == (1, "reconciled")
+    assert (SandboxPayment.objects.count(), effect.status, effect.outcome_source) == (1, "verified", "reconciliation")
     final = DatabaseSessionStore().load("crash-2")["messages"][-1]["content"][0]["text"]
     assert effect.receipt["transaction_id"] in final
 

@@ -1,4 +1,5 @@
-"""`manage.py runs`: the operators' view of runs: list, show, follow, resume, cancel, export.
+"""`manage.py runs`: the operators' view of runs: list, show, follow, resume, cancel, export; and the effect
+ledger's controls: resolve (an effect that needs review) and stop-effects (the stop switch).
 
 `follow` reads progress from the run's journal (runs.presenters.progress); `export` writes the receipt of
 runs.presenters.receipt; `show` prints the people-facing state of runs.presenters.state.
@@ -12,12 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_pending_list
 from runs.cli_format import message_text, one_line, table, when
-from runs.errors import RunNotFound, RunNotResumable, SealedDataError
+from runs.effects import RESOLVE_ACTIONS, effect_resolve, effect_transition_list
+from runs.errors import RunNotFound, RunNotResumable, SealedDataError, UnknownAgent
 from runs.models import Run
 from runs.presenters.progress import JournalProgress, ProgressEvent
 from runs.presenters.receipt import run_receipt
@@ -25,6 +29,7 @@ from runs.presenters.state import run_people_state
 from runs.retention import PruneProgress, runs_prune
 from runs.selectors import run_effect_rows, run_get, run_latest_messages, run_leg_list, run_list
 from runs.services import run_cancel, run_requeue
+from runs.stop_switch import effects_release, effects_stop, effects_stop_list
 
 #: How `follow` ends: the run is done and fine, or it needs a person (exit 1).
 FOLLOW_DONE = {Run.Status.COMPLETED, Run.Status.CANCELLED}
@@ -64,7 +69,8 @@ def _positive_float(text: str) -> float:
 
 
 class Command(BaseCommand):
-    help = "Operators' view of runs: list, show, follow, resume, cancel, export (the recovery receipt), prune."
+    help = ("Operators' view of runs: list, show, follow, resume, cancel, export (the recovery receipt), prune; "
+            "resolve an effect that needs review; stop-effects (the stop switch).")
 
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -100,11 +106,32 @@ class Command(BaseCommand):
         export.add_argument("run_id")
         export.add_argument("-o", "--output", metavar="FILE", help="Write the receipt to FILE instead of stdout.")
 
+        resolve = actions.add_parser(
+            "resolve", help="Resolve an effect that needs review: retry it with the same operation id, mark it "
+            "committed with a receipt, or abandon it (the run continues with an error result).")
+        resolve.add_argument("run_id")
+        resolve.add_argument("operation_id")
+        resolve.add_argument("--action", dest="resolution", required=True, choices=RESOLVE_ACTIONS)
+        resolve.add_argument("--reason", required=True, help="Why; kept with the resolution.")
+        resolve.add_argument("--receipt", metavar="JSON", help="The outcome, a JSON object (needed by commit).")
+        resolve.add_argument("--as", dest="username", required=True, metavar="USER",
+                             help="Who resolves it: a user with the reviewer permission (runs.resolve_effect).")
+
+        stop = actions.add_parser(
+            "stop-effects", help="The stop switch: no new effect is attempted (every agent, or --agent); runs that "
+            "reach one wait. --release lets them continue.")
+        stop.add_argument("--agent", help="Only this agent's effects (default: every agent).")
+        stop.add_argument("--release", action="store_true", help="Release the switch instead; held runs continue.")
+        stop.add_argument("--reason", default="", help="Why effects are stopped (shown with the switch).")
+        stop.add_argument("--as", dest="username", metavar="USER", help="Who flips the switch (recorded).")
+
     def handle(self, *args, action: str, **options: Any) -> None:
         try:
-            getattr(self, f"handle_{action}")(**options)
-        except (RunNotFound, RunNotResumable, SealedDataError) as exc:
+            getattr(self, f"handle_{action.replace('-', '_')}")(**options)
+        except (RunNotFound, RunNotResumable, SealedDataError, UnknownAgent, PermissionDenied) as exc:
             raise CommandError(str(exc)) from None
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from None
         except BrokenPipeError:  # `runs show ID | head`: the reader left; nothing more to say
             import os
             import sys
@@ -161,6 +188,9 @@ class Command(BaseCommand):
             [(effect.operation_id, effect.tool_name, effect.status, effect.attempts, effect.owner_epoch,
               one_line(effect.receipt, limit=60) if effect.receipt else (effect.error or "-")) for effect in effects],
         )))
+        for effect in effects:
+            if effect.status == effect.Status.NEEDS_REVIEW:
+                self._write_evidence(effect)
         last = _last_text_message(run)
         out.write("")
         if last is None:
@@ -250,6 +280,55 @@ class Command(BaseCommand):
         else:
             self.stdout.write(f"Run {run.run_id}: cancellation requested; its running leg stops at its next step.")
 
+    def _write_evidence(self, effect: Any) -> None:
+        """An effect that needs review: its ledger entries (what reconciliation read) and the three controls."""
+        out = self.stdout
+        out.write("")
+        out.write(f"Needs review: {effect.tool_name} {effect.operation_id}")
+        out.write(f"  request: {json.dumps(effect.request, ensure_ascii=False, sort_keys=True)}")
+        for transition in effect_transition_list(effect=effect):
+            evidence = f"  {one_line(transition.evidence, limit=80)}" if transition.evidence else ""
+            out.write(f"  {when(transition.at)}  {transition.from_status or '-'} -> {transition.to_status}  "
+                      f"epoch {transition.owner_epoch}, {transition.actor_kind} {transition.actor}, "
+                      f"{transition.via}: {transition.note}{evidence}")
+        command = f"manage.py runs resolve {effect.run.run_id} {effect.operation_id}"
+        out.write(f"  Resolve: {command} --action retry|commit|abandon --reason WHY --as USER"
+                  " [--receipt JSON]")
+
+    # ----------------------------------------------------------- resolve, stop-effects
+
+    def handle_resolve(self, *, run_id: str, operation_id: str, resolution: str, reason: str, receipt: str | None,
+                       username: str, **options: Any) -> None:
+        user = _user_named(username)
+        given = None
+        if receipt is not None:
+            try:
+                given = json.loads(receipt)
+            except json.JSONDecodeError as exc:
+                raise CommandError(f"--receipt is not JSON: {exc.msg} (at character {exc.pos}).") from None
+        effect = effect_resolve(run_id=run_id, operation_id=operation_id, action=resolution, reason=reason,
+                                receipt=given, user=user)
+        run = effect.run
+        run.refresh_from_db()
+        self.stdout.write(f"Effect {effect.operation_id} resolved ({resolution}) by {user.get_username()}: now "
+                          f"{effect.get_status_display().lower()}. Run {run.run_id} is {run.status}.")
+
+    def handle_stop_effects(self, *, agent: str | None, release: bool, reason: str, username: str | None,
+                            **options: Any) -> None:
+        user = _user_named(username) if username else None
+        scope = f"agent {agent}" if agent else "every agent"
+        if release:
+            queued = effects_release(agent=agent, user=user)
+            self.stdout.write(f"Effects released for {scope}; {queued} held run(s) queued to continue.")
+            still = [switch.agent or "every agent" for switch in effects_stop_list()]
+            if still:
+                self.stdout.write(f"Still stopped: {', '.join(still)}.")
+            return
+        effects_stop(agent=agent, reason=reason, user=user)
+        self.stdout.write(f"Effects are stopped for {scope}: no new effect is attempted; runs that reach one wait. "
+                          "Release with: manage.py runs stop-effects"
+                          + (f" --agent {agent}" if agent else "") + " --release")
+
     # ---------------------------------------------------------------- export
 
     def handle_prune(self, *, older_than: int, dry_run: bool, batch_size: int, **options: Any) -> None:
@@ -285,6 +364,13 @@ class Command(BaseCommand):
 
 
 # ------------------------------------------------------------------------ helpers
+
+
+def _user_named(username: str) -> Any:
+    try:
+        return get_user_model().objects.get_by_natural_key(username)
+    except get_user_model().DoesNotExist:
+        raise CommandError(f"No user named {username!r}.") from None
 
 
 def _total_tokens(usage: dict[str, Any] | None) -> int:

@@ -1,0 +1,214 @@
+"""The effect ledger's API: a person resolves an effect that needs review, and the ledger's measures.
+
+  POST /api/runs/{run_id}/effects/{operation_id}/resolve/   {"action": "retry" | "commit" | "abandon",
+                                                            "receipt"?: {...}, "reason": "..."}  (reviewers)
+  GET  /api/metrics/                                        the ledger's measures (support and reviewers)
+  POST /api/effects/stop/                                   the stop switch: {"agent"?, "release"?, "reason"?}
+
+Its serializers live here, beside the views that use them. Domain errors become HTTP answers in
+runs.api.exceptions: an unknown run or effect is a 404, an effect that does not need review a 409.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from runs.access import RESOLVE_EFFECTS, VIEW_EVERY_RUN, effect_is_resolvable_by
+from runs.api.outputs import ErrorSerializer
+from runs.effects import RESOLVE_ACTIONS, effect_resolve
+from runs.errors import EffectNotFound, RunNotFound
+from runs.models import RUN_ID_VALIDATOR, Effect, EffectTransition
+from runs.presenters.metrics import effect_metrics
+from runs.stop_switch import effects_release, effects_stop
+
+__all__ = ["EffectResolveApi", "EffectStopApi", "MetricsApi"]
+
+#: Who may flip a stop switch (the admin's add permission on switches; superusers have it).
+STOP_EFFECTS = "runs.add_effectstopswitch"
+
+
+class EffectResolveInputSerializer(serializers.Serializer):
+    """A person's resolution of an effect that needs review."""
+
+    action = serializers.ChoiceField(
+        choices=RESOLVE_ACTIONS,
+        help_text="retry: attempt again with the same operation id; commit: it happened, here is its receipt; "
+        "abandon: the run goes on with an is_error result saying so.",
+    )
+    receipt = serializers.DictField(required=False, help_text="The outcome, for commit (e.g. the provider's "
+                                                               "transaction).")
+    reason = serializers.CharField(max_length=2000, help_text="Why: kept with the resolution.")
+
+    def validate(self, data):
+        if data["action"] == "commit" and "receipt" not in data:
+            raise serializers.ValidationError({"receipt": ["Marking an effect committed needs its receipt."]})
+        return data
+
+
+class EffectTransitionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EffectTransition
+        fields = ["from_status", "to_status", "owner_epoch", "actor_kind", "actor", "via", "note", "evidence", "at"]
+        read_only_fields = fields
+
+
+class EffectLedgerEntrySerializer(serializers.ModelSerializer):
+    """One operation of the ledger with its evidence: every transition, oldest first."""
+
+    transitions = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Effect
+        fields = ["operation_id", "tool_call_id", "tool_name", "status", "fingerprint", "request", "receipt",
+                  "outcome_source", "error", "attempts", "approval", "owner_epoch", "unknown_since", "created_at",
+                  "updated_at", "transitions"]
+        read_only_fields = fields
+
+    def get_transitions(self, effect: Effect) -> list[dict]:
+        return EffectTransitionSerializer(effect.transitions.order_by("id"), many=True).data
+
+
+class RecoveryTimeSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    mean = serializers.FloatField(allow_null=True)
+    max = serializers.FloatField(allow_null=True)
+
+
+class StopSwitchSerializer(serializers.Serializer):
+    agent = serializers.CharField(allow_null=True, help_text="null: every agent.")
+    reason = serializers.CharField(allow_blank=True)
+    since = serializers.DateTimeField()
+    by = serializers.CharField(allow_null=True)
+
+
+class EffectMetricsSerializer(serializers.Serializer):
+    """The ledger's measures (runs.presenters.metrics)."""
+
+    duplicate_effects = serializers.IntegerField()
+    oldest_unknown_outcome_seconds = serializers.FloatField(allow_null=True)
+    unknown_outcomes = serializers.IntegerField()
+    recovery_completion_seconds = RecoveryTimeSerializer()
+    expired_approvals = serializers.IntegerField()
+    manual_reconciliations = serializers.IntegerField()
+    effects_by_status = serializers.DictField(child=serializers.IntegerField())
+    effects_stopped = StopSwitchSerializer(many=True)
+
+
+class EffectStopInputSerializer(serializers.Serializer):
+    agent = serializers.CharField(required=False, max_length=100, help_text="Only this agent (default: every agent).")
+    release = serializers.BooleanField(default=False, help_text="Release the switch: held runs continue.")
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class EffectStopResultSerializer(serializers.Serializer):
+    effects_stopped = StopSwitchSerializer(many=True)
+    queued = serializers.IntegerField(help_text="Held runs queued to continue (a release).")
+
+
+class CanStopEffects(BasePermission):
+    message = f"Flipping the stop switch needs {STOP_EFFECTS}."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return request.user.has_perm(STOP_EFFECTS)
+
+
+class CanResolveEffects(BasePermission):
+    """Reviewers only: the permission the reviewers group holds."""
+
+    message = f"Resolving effects needs the reviewer permission ({RESOLVE_EFFECTS})."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return effect_is_resolvable_by(user=request.user)
+
+
+class CanReadEveryRun(BasePermission):
+    message = f"The ledger's measures cover every run: they need {VIEW_EVERY_RUN} (support, reviewers)."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return request.user.has_perm(VIEW_EVERY_RUN)
+
+
+def _path_ids(run_id: str, operation_id: str) -> tuple[str, str]:
+    """Ids no run or effect can have are 404s before any query (a NUL byte would upset PostgreSQL)."""
+    if not RUN_ID_VALIDATOR.regex.fullmatch(run_id):
+        raise RunNotFound(run_id[:200])
+    if not 1 <= len(operation_id) <= 500 or "\x00" in operation_id:
+        raise EffectNotFound(run_id, operation_id[:500])
+    return run_id, operation_id
+
+
+class EffectResolveApi(APIView):
+    permission_classes = [IsAuthenticated, CanResolveEffects]
+
+    @extend_schema(
+        operation_id="runs_effects_resolve",
+        summary="Resolve an effect that needs review",
+        description="Retry it with the same operation id, mark it committed with a receipt, or abandon it (the run "
+        "continues with an is_error result saying so). Recorded with who, when and why; the run is queued again "
+        "once none of its effects needs review.",
+        request=EffectResolveInputSerializer,
+        responses={
+            200: EffectLedgerEntrySerializer,
+            400: OpenApiResponse(ErrorSerializer, description="Field errors: an unknown action, no reason, a commit "
+                                                              "without a receipt."),
+            403: OpenApiResponse(ErrorSerializer, description="Not logged in, or not a reviewer."),
+            404: OpenApiResponse(ErrorSerializer, description="No such run, or no such effect in it."),
+            409: OpenApiResponse(ErrorSerializer, description="The effect does not need review, or its run is "
+                                                              "queued or running."),
+        },
+    )
+    def post(self, request: Request, run_id: str, operation_id: str) -> Response:
+        run_id, operation_id = _path_ids(run_id, operation_id)
+        serializer = EffectResolveInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        effect = effect_resolve(run_id=run_id, operation_id=operation_id, user=request.user,
+                                **serializer.validated_data)
+        return Response(EffectLedgerEntrySerializer(effect).data)
+
+
+class MetricsApi(APIView):
+    permission_classes = [IsAuthenticated, CanReadEveryRun]
+
+    @extend_schema(
+        operation_id="metrics_retrieve",
+        summary="The effect ledger's measures",
+        description="Duplicate effects, the age of the oldest unknown outcome, recovery completion time, expired "
+        "approvals, manual reconciliations; with the effects in each state and the stop switches that are on.",
+        responses={200: EffectMetricsSerializer, 403: OpenApiResponse(ErrorSerializer,
+                                                                      description="Not support or a reviewer.")},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(EffectMetricsSerializer(effect_metrics()).data)
+
+
+class EffectStopApi(APIView):
+    permission_classes = [IsAuthenticated, CanStopEffects]
+
+    @extend_schema(
+        operation_id="effects_stop",
+        summary="Stop new effects, or release the stop",
+        description="While a switch is on (every agent, or one), no new effect is attempted: a run that reaches one "
+        "suspends with \"effects are stopped\"; reads and reconciliation go on. Released, held runs continue.",
+        request=EffectStopInputSerializer,
+        responses={
+            200: EffectStopResultSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="Field errors, or an unknown agent."),
+            403: OpenApiResponse(ErrorSerializer, description="Not allowed to flip the switch."),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        serializer = EffectStopInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        queued = 0
+        if data["release"]:
+            queued = effects_release(agent=data.get("agent"), user=request.user)
+        else:
+            effects_stop(agent=data.get("agent"), reason=data["reason"], user=request.user)
+        switches = effect_metrics()["effects_stopped"]
+        return Response(EffectStopResultSerializer({"effects_stopped": switches, "queued": queued}).data)

@@ -1,0 +1,485 @@
+"""Effects: a tool that changes the outside world is performed at most once per operation, whatever crashes.
+
+A tool declares itself effectful with ``tool(..., effect=Effect(...))``. Each of its calls then has an
+operation id (run id + tool call id: stable, because the decision checkpoint fixes the tool call id), a
+fingerprint (a digest of the canonical JSON of the tool name and its input) and the ledger's owner epoch,
+and goes through an ``EffectLedger``. The rules are written once, here (``perform_effect``); a ledger only
+stores entries and their transitions, each with its time, owner epoch and actor:
+
+  proposed -> approved -> attempted -> committed -> verified
+                             |-> failed              (the tool refused)
+                             |-> unknown             (a timeout) -> committed | needs_review
+  attempted, found by a later leg: reconcile first: committed (record, replay), absent (attempt again with the
+      same id), unreadable or no ``reconcile`` (needs_review)
+  needs_review -> approved (a person: retry) | committed (a person: receipt) | failed (a person: abandon)
+
+Same operation id and fingerprint: the stored result is replayed and the tool is not called. Same id, other
+fingerprint: ``EffectConflictError``. An approval-gated effect is attempted only with an approval bound to its
+exact request. While a stop switch is on, no new attempt starts (``EffectsStopped``); replays and
+reconciliation go on. ``InMemoryEffectLedger`` is the reference ledger (scripts, tests); the database one is
+``runs.effects.DatabaseEffectLedger``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
+
+from .codec import encode_value
+from .deps import Clock, SystemClock
+from .errors import (
+    EffectConflictError,
+    EffectNeedsReview,
+    EffectNotAuthorized,
+    EffectsStopped,
+    EffectStateChanged,
+    OwnershipLostError,
+    RunHalted,
+)
+from .faults import FaultPoint
+from .redact import redact
+from .stores import resolve, root_run_id
+
+if TYPE_CHECKING:
+    from .tools import Tool, ToolContext
+
+__all__ = [
+    "APPROVAL_MISMATCH_REASON",
+    "EFFECTS_STOPPED_REASON",
+    "EFFECT_STATUSES",
+    "Effect",
+    "EffectCall",
+    "EffectEntry",
+    "EffectLedger",
+    "InMemoryEffectLedger",
+    "effect_fingerprint",
+    "effect_operation_id",
+    "effect_transition_is_allowed",
+    "perform_effect",
+]
+
+PROPOSED, APPROVED, ATTEMPTED = "proposed", "approved", "attempted"
+COMMITTED, VERIFIED, FAILED = "committed", "verified", "failed"
+UNKNOWN, NEEDS_REVIEW = "unknown", "needs_review"
+EFFECT_STATUSES = (PROPOSED, APPROVED, ATTEMPTED, COMMITTED, VERIFIED, FAILED, UNKNOWN, NEEDS_REVIEW)
+
+#: Where each status may go. Staying put is always allowed: it records an event (a conflict, a reconciliation
+#: that found nothing, a stop) without changing the state.
+_TRANSITIONS: dict[str | None, frozenset[str]] = {
+    None: frozenset({PROPOSED}),
+    PROPOSED: frozenset({APPROVED, ATTEMPTED}),
+    APPROVED: frozenset({ATTEMPTED}),
+    ATTEMPTED: frozenset({COMMITTED, FAILED, UNKNOWN, NEEDS_REVIEW}),
+    UNKNOWN: frozenset({COMMITTED, NEEDS_REVIEW}),
+    COMMITTED: frozenset({VERIFIED, NEEDS_REVIEW}),
+    NEEDS_REVIEW: frozenset({APPROVED, COMMITTED, FAILED}),
+    FAILED: frozenset(),
+    VERIFIED: frozenset(),
+}
+
+EFFECTS_STOPPED_REASON = "effects are stopped"
+APPROVAL_MISMATCH_REASON = "The approval was given for other arguments than this call's; the tool was not called."
+_DENIED_BY_DEFAULT = "No verdict was given for this tool call; it was denied by default."
+
+#: What ``via`` says about where an outcome came from.
+_OUTCOME_SOURCES = {"tool": "tool", "reconcile": "reconciliation", "person": "person"}
+
+
+def effect_transition_is_allowed(current: str | None, new: str) -> bool:
+    """Whether a ledger entry in ``current`` may move to ``new`` (the same status records an event)."""
+    return new == current or new in _TRANSITIONS.get(current, frozenset())
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(encode_value(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def effect_fingerprint(tool_name: str, tool_input: Any) -> str:
+    """The SHA-256 hex digest of the canonical JSON of the tool name and the (identifying part of the) input."""
+    return hashlib.sha256(_canonical({"tool": tool_name, "input": tool_input}).encode()).hexdigest()
+
+
+def effect_operation_id(run_id: str | None, tool_call_id: str) -> str:
+    """The operation id of a call: run id + tool call id (the tool call id alone without a durable run)."""
+    return f"{run_id}:{tool_call_id}" if run_id else tool_call_id
+
+
+def _is_unknown_outcome(exc: BaseException) -> bool:
+    return isinstance(exc, (TimeoutError, ConnectionError))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Effect:
+    """What makes a tool effectful, given as ``tool(..., effect=Effect(...))``; every callback may be sync or async.
+
+    ``reconcile(call)`` asks the outside system what it knows of ``call.operation_id``: the output it would have
+    returned when the operation happened, None when it did not; raising means it cannot be asked. ``verify(call,
+    output)`` reads the outcome independently (amount, recipient...) and answers whether it matches.
+    ``fingerprint(input)`` picks the part of the input that identifies the request (default: all of it).
+    ``is_unknown_outcome(exc)`` tells an exception after which the effect may have happened (default: timeouts
+    and connection errors) from a refusal.
+    """
+
+    reconcile: Callable[[EffectCall], Any] | None = None
+    verify: Callable[[EffectCall, Any], Any] | None = None
+    fingerprint: Callable[[dict[str, Any]], Any] | None = None
+    is_unknown_outcome: Callable[[BaseException], bool] = _is_unknown_outcome
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectCall:
+    """One operation as its tool, ``reconcile`` and ``verify`` see it (``ctx.effect`` in ``execute``): pass
+    ``operation_id`` to the outside system as its idempotency key."""
+
+    operation_id: str
+    run_id: str | None
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+    fingerprint: str
+    epoch: int
+    attempt: int = 0
+
+
+class EffectEntry(TypedDict, total=False):
+    """A ledger entry: one operation, its request, state and outcome."""
+
+    operation_id: str
+    run_id: str | None
+    tool_call_id: str
+    tool_name: str
+    fingerprint: str
+    input: dict[str, Any]
+    status: str
+    output: Any
+    error: str
+    attempts: int
+    epoch: int
+    approval: dict[str, Any] | None
+    outcome_source: str
+    transitions: list[dict[str, Any]]
+
+
+@runtime_checkable
+class EffectLedger(Protocol):
+    """Where effect entries live. Methods may be sync or async; a fenced ledger raises OwnershipLostError for a
+    write from an owner epoch that is no longer the run's."""
+
+    epoch: int
+
+    def get(self, operation_id: str) -> EffectEntry | None | Awaitable[EffectEntry | None]: ...
+
+    def open(self, entry: EffectEntry) -> EffectEntry | Awaitable[EffectEntry]:
+        """The stored entry of ``entry``'s operation id, created ``proposed`` from ``entry`` when absent."""
+
+    def advance(
+        self,
+        operation_id: str,
+        *,
+        expected: str,
+        status: str,
+        via: str,
+        note: str = "",
+        evidence: Any = None,
+        changes: Mapping[str, Any] | None = None,
+    ) -> EffectEntry | Awaitable[EffectEntry]:
+        """Move the entry from ``expected`` (EffectStateChanged otherwise) to ``status``, applying ``changes``
+        (output, error, attempts, approval, outcome_source) and recording the transition."""
+
+    def stopped_reason(self, *, tool_name: str) -> str | None | Awaitable[str | None]:
+        """Why no new effect may start now (a stop switch is on), or None."""
+
+
+class InMemoryEffectLedger:
+    """The reference ledger: entries and their transitions in memory, owner epochs kept like the in-memory
+    session store's (``claim``, ``fenced``), a stop switch (``stop``, ``release``). For scripts and tests."""
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._entries: dict[str, EffectEntry] = {}
+        self._owners: dict[str, int] = {}
+        self._stop: dict[str, str | None] = {"reason": None}
+        self.clock: Clock = clock or SystemClock()
+        self.fence: tuple[str, int] | None = None
+
+    @property
+    def epoch(self) -> int:
+        return self.fence[1] if self.fence is not None else 0
+
+    def claim(self, run_id: str) -> int:
+        """Take ``run_id`` over: its owner epoch goes up by one, so older fenced views are refused."""
+        self._owners[run_id] = self._owners.get(run_id, 0) + 1
+        return self._owners[run_id]
+
+    def fenced(self, run_id: str, epoch: int) -> InMemoryEffectLedger:
+        """A view of this ledger that writes only while ``epoch`` owns ``run_id``."""
+        view = InMemoryEffectLedger.__new__(InMemoryEffectLedger)
+        view._entries, view._owners, view._stop, view.clock = self._entries, self._owners, self._stop, self.clock
+        view.fence = (run_id, epoch)
+        return view
+
+    def stop(self, reason: str = EFFECTS_STOPPED_REASON) -> None:
+        self._stop["reason"] = reason
+
+    def release(self) -> None:
+        self._stop["reason"] = None
+
+    def entries(self) -> list[EffectEntry]:
+        """Every entry, in the order they were opened (copies)."""
+        return [_copy(entry) for entry in self._entries.values()]
+
+    def _check_owner(self, run_id: str | None) -> None:
+        if self.fence is None:
+            return
+        fenced_id, epoch = self.fence
+        if run_id is not None and root_run_id(run_id) != fenced_id:
+            raise ValueError(f"This ledger is fenced to run {fenced_id!r}, not {root_run_id(run_id)!r}.")
+        if self._owners.get(fenced_id, 0) != epoch:
+            raise OwnershipLostError(f"Run {fenced_id!r} is no longer owned by epoch {epoch}.")
+
+    def get(self, operation_id: str) -> EffectEntry | None:
+        entry = self._entries.get(operation_id)
+        return _copy(entry) if entry is not None else None
+
+    def open(self, entry: EffectEntry) -> EffectEntry:
+        self._check_owner(entry.get("run_id"))
+        stored = self._entries.get(entry["operation_id"])
+        if stored is None:
+            stored = {
+                "output": None, "error": "", "attempts": 0, "approval": None, "outcome_source": "",
+                **entry, "status": PROPOSED, "epoch": self.epoch, "transitions": [],
+            }
+            stored["transitions"].append(self._transition(None, PROPOSED, via="tool", note="", evidence=None))
+            self._entries[entry["operation_id"]] = stored
+        return _copy(stored)
+
+    def advance(
+        self,
+        operation_id: str,
+        *,
+        expected: str,
+        status: str,
+        via: str,
+        note: str = "",
+        evidence: Any = None,
+        changes: Mapping[str, Any] | None = None,
+    ) -> EffectEntry:
+        entry = self._entries[operation_id]
+        self._check_owner(entry.get("run_id"))
+        if entry["status"] != expected:
+            raise EffectStateChanged(f"Operation {operation_id} is {entry['status']}, not {expected}.")
+        if not effect_transition_is_allowed(expected, status):
+            raise ValueError(f"An effect cannot go from {expected} to {status}.")
+        entry.update(changes or {})
+        entry["status"], entry["epoch"] = status, self.epoch
+        entry["transitions"].append(self._transition(expected, status, via=via, note=note, evidence=evidence))
+        return _copy(entry)
+
+    def stopped_reason(self, *, tool_name: str) -> str | None:
+        return self._stop["reason"]
+
+    def _transition(self, old: str | None, new: str, *, via: str, note: str, evidence: Any) -> dict[str, Any]:
+        return {"from": old, "to": new, "epoch": self.epoch, "actor": "worker", "via": via, "note": note,
+                "evidence": evidence, "at": self.clock.now()}
+
+    def __repr__(self) -> str:
+        return f"InMemoryEffectLedger({len(self._entries)} entries)"
+
+
+def _copy(entry: EffectEntry) -> EffectEntry:
+    copied: EffectEntry = dict(entry)  # type: ignore[assignment]
+    if "transitions" in entry:
+        copied["transitions"] = [dict(item) for item in entry["transitions"]]
+    return copied
+
+
+async def _call(function: Callable[..., Any], *args: Any) -> Any:
+    """Call a callback; a sync one runs in a thread so it may block (or use a sync ORM)."""
+    if inspect.iscoroutinefunction(function):
+        return await function(*args)
+    result = await asyncio.to_thread(function, *args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+@dataclass
+class _Operation:
+    """One call going through the ledger: the tool, its call, and the entry as last written."""
+
+    tool: Tool
+    call: EffectCall
+    ctx: ToolContext
+    ledger: Any
+    entry: EffectEntry = field(default_factory=dict)  # type: ignore[assignment]
+
+    @property
+    def spec(self) -> Effect:
+        return self.tool.effect  # type: ignore[return-value]
+
+    @property
+    def label(self) -> str:
+        return f"{self.call.tool_name} operation {self.call.operation_id}"
+
+    def _redacted(self, exc: BaseException) -> str:
+        return redact(f"{type(exc).__name__}: {exc}", self.ctx.deps.secrets)[:2000]
+
+    async def advance(self, status: str, *, via: str, note: str = "", evidence: Any = None, **changes: Any) -> None:
+        if via in _OUTCOME_SOURCES and status in (COMMITTED, FAILED):
+            changes.setdefault("outcome_source", _OUTCOME_SOURCES[via])
+        self.entry = await resolve(self.ledger.advance(
+            self.call.operation_id, expected=self.entry["status"], status=status, via=via, note=note,
+            evidence=evidence, changes=changes,
+        ))
+
+    async def needs_review(self, why: str, *, via: str, evidence: Any = None) -> EffectNeedsReview:
+        """Record that a person must decide, and the error that stops the leg."""
+        await self.advance(NEEDS_REVIEW, via=via, note=why, evidence=evidence)
+        return EffectNeedsReview(f"{why} ({self.label}); a person must review the run before anything is retried.")
+
+    async def reconcile(self) -> tuple[bool, Any]:
+        """Ask the outside system; (True, output) when the operation happened, (False, None) when it did not.
+        Raises EffectNeedsReview when it cannot be asked (or there is no ``reconcile``)."""
+        if self.spec.reconcile is None:
+            raise await self.needs_review("The outcome is unknown and the tool has no reconcile", via="reconcile")
+        try:
+            found = await _call(self.spec.reconcile, self.call)
+        except (OwnershipLostError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise await self.needs_review(
+                "The outcome is unknown and the outside system cannot be asked", via="reconcile",
+                evidence={"error": self._redacted(exc)},
+            ) from exc
+        if found is None:
+            await self.advance(self.entry["status"], via="reconcile", note="The outside system has no record of it.",
+                               evidence={"found": None})
+            return False, None
+        await self.advance(COMMITTED, via="reconcile", note="The outside system has a record of it.",
+                           evidence={"found": found}, output=found, error="")
+        self.ctx.deps.fault(FaultPoint.AFTER_EFFECT_RECORD)
+        return True, found
+
+    async def settled(self) -> Any:
+        """The committed (or verified) outcome, verified first when the tool can verify."""
+        output = self.entry.get("output")
+        if self.entry["status"] != COMMITTED or self.spec.verify is None:
+            return output
+        try:
+            matches = await _call(self.spec.verify, self.call, output)
+        except (OwnershipLostError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # unread, not contradicted: the outcome stands unverified
+            await self.advance(COMMITTED, via="verify", note="The outcome could not be read back to verify it.",
+                               evidence={"error": self._redacted(exc)})
+            return output
+        if not matches:
+            raise await self.needs_review("The outcome read back does not match the request", via="verify",
+                                          evidence={"output": output})
+        await self.advance(VERIFIED, via="verify", note="The outcome was read back and matches the request.")
+        return output
+
+    async def authorize(self) -> None:
+        """An approval-gated effect needs an approval of its exact request, or a person's retry of this entry."""
+        if not await self.tool.requires_approval(self.call.input):
+            return
+        approval = self.ctx.approval
+        resolution = self.entry.get("approval") or {}
+        if approval is None:
+            if self.entry.get("status") == APPROVED and resolution.get("by_person"):
+                return
+            raise EffectNotAuthorized(self.ctx.denial or _DENIED_BY_DEFAULT)
+        approved_input = approval.get("input", self.call.input)
+        if approval.get("tool_name", self.call.tool_name) != self.call.tool_name or (
+            self.tool.fingerprint_of(self.call.tool_name, approved_input) != self.call.fingerprint
+        ):
+            raise EffectNotAuthorized(APPROVAL_MISMATCH_REASON)
+        if self.entry.get("status") == PROPOSED:
+            binding = {key: approval[key] for key in ("approval_id", "revision") if approval.get(key) is not None}
+            binding["fingerprint"] = self.call.fingerprint
+            await self.advance(APPROVED, via="approval", note="Approved for this exact request.", approval=binding)
+
+    async def attempt(self) -> Any:
+        """Call the tool once more with the same operation id, recording the attempt first."""
+        reason = await resolve(self.ledger.stopped_reason(tool_name=self.call.tool_name))
+        if reason:
+            await self.advance(self.entry["status"], via="stop", note=f"Not attempted: {reason}.")
+            raise EffectsStopped(reason)
+        self.ctx.deps.fault(FaultPoint.BEFORE_EFFECT)
+        # Recording the attempt is a fenced write, and the last one before the tool is called: a worker that
+        # lost the run meanwhile (frozen, then taken over) is stopped here, not after calling the tool again.
+        attempts = int(self.entry.get("attempts") or 0) + 1
+        await self.advance(ATTEMPTED, via="tool", note=f"Attempt {attempts}.", attempts=attempts)
+        self.call = replace(self.call, attempt=attempts)
+        try:
+            output = await self.tool.call_execute(self.call.input, replace(self.ctx, effect=self.call))
+        except (OwnershipLostError, RunHalted, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            if not self.spec.is_unknown_outcome(exc):
+                message = redact(str(exc) or type(exc).__name__, self.ctx.deps.secrets)[:2000]
+                await self.advance(FAILED, via="tool", note="The tool refused.", error=message)
+                raise
+            await self.advance(UNKNOWN, via="tool", note="The call ended without an outcome.",
+                               error=self._redacted(exc))
+            happened, found = await self.reconcile()
+            if not happened:
+                raise await self.needs_review(
+                    "The call timed out and the outside system has no record of it yet", via="reconcile"
+                ) from exc
+            return await self.settled()
+        self.ctx.deps.fault(FaultPoint.AFTER_EFFECT_COMMIT)
+        await self.advance(COMMITTED, via="tool", note="The tool returned.", output=output, error="")
+        self.ctx.deps.fault(FaultPoint.AFTER_EFFECT_RECORD)
+        return await self.settled()
+
+
+async def perform_effect(tool: Tool, tool_input: dict[str, Any], ctx: ToolContext) -> Any:
+    """Run an effectful tool's call through the ledger: at most one effect per operation id (module docstring)."""
+    ledger = ctx.effect_ledger if ctx.effect_ledger is not None else InMemoryEffectLedger()
+    tool_name = ctx.tool_name
+    call = EffectCall(
+        operation_id=effect_operation_id(ctx.run_id, ctx.tool_call_id),
+        run_id=ctx.run_id,
+        tool_call_id=ctx.tool_call_id,
+        tool_name=tool_name,
+        input=tool_input,
+        fingerprint=tool.fingerprint_of(tool_name, tool_input),
+        epoch=int(getattr(ledger, "epoch", 0) or 0),
+    )
+    operation = _Operation(tool=tool, call=call, ctx=ctx, ledger=ledger)
+    existing = await resolve(ledger.get(call.operation_id))
+    if existing is None:
+        await operation.authorize()  # a denied call leaves no entry
+        existing = await resolve(ledger.open({
+            "operation_id": call.operation_id, "run_id": call.run_id, "tool_call_id": call.tool_call_id,
+            "tool_name": tool_name, "fingerprint": call.fingerprint, "input": tool_input,
+        }))
+    operation.entry = existing
+    if existing["fingerprint"] != call.fingerprint:
+        await operation.advance(existing["status"], via="conflict", note="Refused: the same operation id with "
+                                "another request.", evidence={"fingerprint": call.fingerprint})
+        raise EffectConflictError(
+            f"Operation {call.operation_id} was recorded for a different request; refusing to reuse it."
+        )
+    call = operation.call = replace(call, attempt=int(existing.get("attempts") or 0))
+    status = existing["status"]
+    if status in (COMMITTED, VERIFIED):
+        return await operation.settled()  # replay: the effect happened already
+    if status == FAILED:
+        raise RuntimeError(existing.get("error") or f"{operation.label} failed earlier.")
+    if status == NEEDS_REVIEW:
+        raise EffectNeedsReview(f"{operation.label} is waiting for a person to resolve it.")
+    if status in (ATTEMPTED, UNKNOWN):
+        happened, _ = await operation.reconcile()  # a previous attempt may have happened: ask before acting
+        if happened:
+            return await operation.settled()
+        if status == UNKNOWN:
+            raise await operation.needs_review("The outcome is unknown and the outside system has no record of "
+                                               "it yet", via="reconcile")
+    await operation.authorize()
+    return await operation.attempt()

@@ -1,0 +1,81 @@
+"""Fixtures of the effect ledger's service tests: a reviewer and a user without the permission, their API
+clients, and reimbursement runs driven in this process up to a suspension, a payment, or a needed review."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide, reviewers_group_ensure
+from runs.models import Run
+from runs.services import run_start
+
+
+def _token_client(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+@pytest.fixture
+def reviewer(django_user_model):
+    user = django_user_model.objects.create_user(username="rita", password="not-used")
+    user.groups.add(reviewers_group_ensure())
+    return user
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    """Signed in, without the reviewers' permission."""
+    return django_user_model.objects.create_user(username="oscar", password="not-used")
+
+
+@pytest.fixture
+def reviewer_client(reviewer) -> APIClient:
+    return _token_client(reviewer)
+
+
+@pytest.fixture
+def outsider_client(outsider) -> APIClient:
+    return _token_client(outsider)
+
+
+def reimburse(run_id: str, agent: str = "reimbursement") -> Run:
+    text = "Reimburse exp-1042" if agent == "reimbursement" else "Fix the failing test"
+    return run_start(agent=agent, messages=[{"role": "user", "content": text}], run_id=run_id)
+
+
+def approve_pending(run_id: str) -> None:
+    for request in ApprovalRequest.objects.filter(run__run_id=run_id, status=ApprovalRequest.Status.PENDING):
+        approval_decide(run_id=run_id, approval_id=request.approval_id, approved=True, token=request.token, user=None)
+
+
+@pytest.fixture
+def approved_run(drain_runs):
+    """A reimbursement run suspended on its payment and approved: its next leg pays."""
+
+    def make(run_id: str = "r-pay", agent: str = "reimbursement") -> Run:
+        reimburse(run_id, agent)
+        drain_runs()
+        approve_pending(run_id)
+        return Run.objects.get(run_id=run_id)
+
+    return make
+
+
+@pytest.fixture
+def needs_review_run(approved_run, drain_runs, monkeypatch):
+    """A run whose payment committed, timed out, and could not be read back: it needs review."""
+
+    def make(run_id: str = "r-review") -> Run:
+        approved_run(run_id)
+        monkeypatch.setenv("DEUZ_SANDBOX_PAYMENTS", "commit-then-timeout,reads-unavailable")
+        drain_runs()
+        monkeypatch.delenv("DEUZ_SANDBOX_PAYMENTS")
+        run = Run.objects.get(run_id=run_id)
+        assert run.status == Run.Status.NEEDS_REVIEW, run.error
+        return run
+
+    return make
