@@ -286,6 +286,7 @@ def _steps_of(session_key: str, agent_path: tuple[str, ...], messages: list[dict
         records = tuple(records_by_step.get(number, ()))
         steps.append(StoryStep(number=number, agent_path=agent_path, text=text, calls=tuple(calls), records=records,
                                at=records[0].recorded_at if records else None))
+    return steps
 
 
 def run_story(*, run: Run, requests: list[ApprovalRequest] | None = None, effects: list[Effect] | None = None,

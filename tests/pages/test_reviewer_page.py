@@ -163,4 +163,4 @@ def test_approving_through_the_page_pays_once(reviewer, suspended, drain_runs):
     reviewer.post(url(suspended), {"verdict": "approve", "confirm": "yes"})
     drain_runs()
     assert Run.objects.get(run_id="r1").status == "completed"
-    assert list(Effect.objects.values_list("status", flat=True)) == ["committed"]
+    assert list(Effect.objects.values_list("status", flat=True)) == ["verified"]

@@ -123,5 +123,5 @@ def test_the_technical_records_stay_behind_a_disclosure(support, suspended):
 def test_an_effects_receipt_is_coloured_json(support, suspended, decide):
     decide(suspended, approved=True)
     effects = support.get("/runs/r1/").content.decode().split('id="run-effects"', 1)[1].split("</section>", 1)[0]
-    assert Effect.objects.get().status == "committed"
+    assert Effect.objects.get().status == "verified"
     assert '<span class="json-key">&quot;transaction_id&quot;</span>' in effects

@@ -14,7 +14,7 @@ import runs.runtime.testing
 PUBLIC = {
     runs.runtime: {
         "AgentCheckpoint", "CLIENT_TOOL_NO_RESULT", "CheckpointCorruptError", "CheckpointNotFoundError", "Deps",
-        "GenerateTextResult", "LanguageModel", "Message", "ModelCallError", "OwnershipLostError",
+        "Effect", "EffectCall", "GenerateTextResult", "LanguageModel", "Message", "ModelCallError", "OwnershipLostError",
         "PrepareStepContext", "RunError", "RunHalted", "ScriptExhaustedError", "StepResult", "StopContext",
         "StoreUnavailableError", "StreamChatResult", "SystemClock", "Tool", "ToolApprovalRequest",
         "ToolApprovalResponse", "ToolContext", "Usage", "agent_tool", "cost_exceeds", "generate_text",
@@ -22,7 +22,9 @@ PUBLIC = {
     },
     runs.runtime.durable: {
         "APPROVAL_TOKEN_DENIAL_REASON", "AgentCheckpoint", "ApprovalSigner", "CheckpointCorruptError",
-        "CheckpointNotFoundError", "DONE", "DurableSession", "FollowState", "IDLE", "InMemorySessionStore",
+        "CheckpointNotFoundError", "DONE", "DurableSession", "EffectConflictError", "EffectEntry", "EffectLedger",
+        "EffectNeedsReview", "EffectNotAuthorized", "EffectsStopped", "FollowState", "IDLE", "InMemoryEffectLedger",
+        "InMemorySessionStore",
         "InMemoryStreamStateStore", "JournalPage", "OwnedSessionStore", "OwnedStreamStateStore",
         "OwnershipLostError", "SaveHook", "SavedCheckpoint", "SessionStore", "StoreUnavailableError",
         "StreamStateStore", "ToolApprovalRequest", "ToolApprovalResponse", "child_run_id", "create_approval_signer",
