@@ -346,11 +346,15 @@ def test_the_admins_approval_list_shows_the_input_and_agent_path_at_1280_px(serv
     sign_in(browser, server, "rita", "/console/")
     browser.get(f"{server}admin/approvals/approvalrequest/")
     width = browser.execute_script("return document.documentElement.clientWidth")
-    for column in ("field-input_shown", "field-agent_path_shown", "field-verdict"):
-        cell = browser.find_element(By.CSS_SELECTOR, f"#result_list td.{column}")
+    for column in ("th.field-request_shown", "td.field-input_shown", "td.field-agent_path_shown", "td.field-verdict",
+                   "td.field-expires_shown"):
+        cell = browser.find_element(By.CSS_SELECTOR, f"#result_list {column}")
         box = browser.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right];", cell)
         assert cell.is_displayed() and 0 <= box[0] and box[1] <= width, (column, box, width)
     assert '"command": "pytest -q tests/test_math.py"' in text_of(browser, "#result_list td.field-input_shown")
     assert text_of(browser, "#result_list td.field-agent_path_shown") == "coder"
     assert browser.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
+    assert browser.execute_script(  # nor inside the list's own scrolling box
+        "const box = document.querySelector('.results'); return box.scrollWidth <= box.clientWidth")
+    assert text_of(browser, "#result_list td.field-expires_shown").startswith("in 23")
     shot(browser, "admin-approval-list")
