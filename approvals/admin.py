@@ -16,6 +16,7 @@ from approvals.models import ApprovalRequest
 from approvals.selectors import approval_state
 from approvals.services import approval_decide
 from runs.admin import ReadOnlyAdmin, token_preview
+from runs.errors import SealedDataError
 from runs.presenters.timeline import verdict_label
 from runs.templatetags.deuz_pages import agent_path, json_compact, json_highlight
 
@@ -44,7 +45,10 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
 
     @admin.display(description="input")
     def input_shown(self, request: ApprovalRequest) -> str:
-        return json_compact(request.tool_input, 160)
+        try:
+            return json_compact(request.tool_input, 160)
+        except SealedDataError:
+            return "(sealed with a key this server does not have)"
 
     @admin.display(description="agent path")
     def agent_path_shown(self, request: ApprovalRequest) -> str:
@@ -69,7 +73,10 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
 
     @admin.display(description="tool input")
     def input_pretty(self, request: ApprovalRequest) -> str:
-        return format_html("{}", json_highlight(request.tool_input))
+        try:
+            return format_html("{}", json_highlight(request.tool_input))
+        except SealedDataError:
+            return "(sealed with a key this server does not have)"
 
     @admin.display(description="token")
     def token_start(self, request: ApprovalRequest) -> str:

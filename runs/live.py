@@ -24,6 +24,9 @@ logger = logging.getLogger("deuz.live")
 
 RUNS_GROUP = "live.runs"
 
+# Sends started on a running loop, kept referenced until they finish (a bare task may be collected midway).
+_sending: set[asyncio.Task[None]] = set()
+
 
 def run_live_group(run_id: str) -> str:
     """The Channels group of one run's pages (group names allow only a few characters)."""
@@ -48,7 +51,9 @@ def live_send(groups: list[str], message: dict[str, Any]) -> None:
         loop = None
     try:
         if loop is not None:  # called from async code (a consumer's test, an async view): do not block its loop
-            loop.create_task(send_all())
+            task = loop.create_task(send_all())
+            _sending.add(task)
+            task.add_done_callback(_sending.discard)
         else:
             async_to_sync(send_all)()
     except Exception as exc:
