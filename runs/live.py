@@ -42,8 +42,11 @@ def live_send(groups: list[str], message: dict[str, Any]) -> None:
     message = {"type": "live.changed", **message}
 
     async def send_all() -> None:
-        for group in groups:
-            await layer.group_send(group, message)
+        try:
+            for group in groups:
+                await layer.group_send(group, message)
+        except Exception as exc:
+            logger.warning("Live update to %s not sent: %s", ", ".join(groups), type(exc).__name__)
 
     try:
         loop = asyncio.get_running_loop()
@@ -56,7 +59,7 @@ def live_send(groups: list[str], message: dict[str, Any]) -> None:
             task.add_done_callback(_sending.discard)
         else:
             async_to_sync(send_all)()
-    except Exception as exc:
+    except Exception as exc:  # no loop could run the send (a shut-down process)
         logger.warning("Live update to %s not sent: %s", ", ".join(groups), type(exc).__name__)
 
 
