@@ -16,6 +16,7 @@ from approvals.models import ApprovalRequest
 from approvals.selectors import approval_state
 from approvals.services import approval_decide
 from runs.admin import ReadOnlyAdmin, token_preview
+from runs.errors import SealedDataError
 from runs.presenters.timeline import verdict_label
 from runs.templatetags.deuz_pages import agent_path, json_compact, json_highlight
 
@@ -25,8 +26,8 @@ ADMIN_REASON = "Decided in the admin"
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnlyAdmin):
     # Short columns, so the input and the agent path stay on screen at 1280 px (static/deuz/admin.css wraps them).
-    list_display = ["tool_name", "input_shown", "agent_path_shown", "run_shown", "verdict", "expires_shown"]
-    list_display_links = ["tool_name"]
+    list_display = ["request_shown", "input_shown", "agent_path_shown", "verdict", "expires_shown"]
+    list_display_links = ["request_shown"]
     list_filter = ["status", "tool_name"]
     search_fields = ["run__run_id", "tool_name", "approval_id"]
     list_select_related = ["run", "decided_by"]
@@ -44,17 +45,20 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
 
     @admin.display(description="input")
     def input_shown(self, request: ApprovalRequest) -> str:
-        return json_compact(request.tool_input, 160)
+        try:
+            return json_compact(request.tool_input, 160)
+        except SealedDataError:
+            return "(sealed with a key this server does not have)"
 
     @admin.display(description="agent path")
     def agent_path_shown(self, request: ApprovalRequest) -> str:
         return agent_path(request.agent_path)
 
-    @admin.display(description="run", ordering="run__run_id")
-    def run_shown(self, request: ApprovalRequest) -> str:
-        return request.run.run_id
+    @admin.display(description="request", ordering="tool_name")
+    def request_shown(self, request: ApprovalRequest) -> str:
+        return format_html("{}<br><small>in run {}</small>", request.tool_name, request.run.run_id)
 
-    @admin.display(description="what became of it", ordering="status")
+    @admin.display(description="verdict", ordering="status")
     def verdict(self, request: ApprovalRequest) -> str:
         return verdict_label(request)
 
@@ -69,7 +73,10 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
 
     @admin.display(description="tool input")
     def input_pretty(self, request: ApprovalRequest) -> str:
-        return format_html("{}", json_highlight(request.tool_input))
+        try:
+            return format_html("{}", json_highlight(request.tool_input))
+        except SealedDataError:
+            return "(sealed with a key this server does not have)"
 
     @admin.display(description="token")
     def token_start(self, request: ApprovalRequest) -> str:

@@ -24,6 +24,9 @@ logger = logging.getLogger("deuz.live")
 
 RUNS_GROUP = "live.runs"
 
+# Sends started on a running loop, kept referenced until they finish (a bare task may be collected midway).
+_sending: set[asyncio.Task[None]] = set()
+
 
 def run_live_group(run_id: str) -> str:
     """The Channels group of one run's pages (group names allow only a few characters)."""
@@ -39,8 +42,11 @@ def live_send(groups: list[str], message: dict[str, Any]) -> None:
     message = {"type": "live.changed", **message}
 
     async def send_all() -> None:
-        for group in groups:
-            await layer.group_send(group, message)
+        try:
+            for group in groups:
+                await layer.group_send(group, message)
+        except Exception as exc:
+            logger.warning("Live update to %s not sent: %s", ", ".join(groups), type(exc).__name__)
 
     try:
         loop = asyncio.get_running_loop()
@@ -48,10 +54,12 @@ def live_send(groups: list[str], message: dict[str, Any]) -> None:
         loop = None
     try:
         if loop is not None:  # called from async code (a consumer's test, an async view): do not block its loop
-            loop.create_task(send_all())
+            task = loop.create_task(send_all())
+            _sending.add(task)
+            task.add_done_callback(_sending.discard)
         else:
             async_to_sync(send_all)()
-    except Exception as exc:
+    except Exception as exc:  # no loop could run the send (a shut-down process)
         logger.warning("Live update to %s not sent: %s", ", ".join(groups), type(exc).__name__)
 
 

@@ -29,6 +29,7 @@ from approvals.selectors import (
     approval_state,
 )
 from approvals.services import approval_decide
+from runs.errors import SealedDataError
 from runs.presenters.outcome import run_first_request
 from runs.presenters.state import run_people_state
 from runs.presenters.timeline import run_evidence_list, run_step_list, verdict_label
@@ -77,6 +78,14 @@ class ReviewItem:
     def request_text(self) -> str:
         """The first user message of the run: what whoever started it asked for."""
         return run_first_request(self.request.run)
+
+    @property
+    def input(self) -> Any:
+        """The exact input, or None when it is sealed with a key this server does not have (the page says so)."""
+        try:
+            return self.request.tool_input
+        except SealedDataError:
+            return None
 
     @property
     def is_decidable(self) -> bool:

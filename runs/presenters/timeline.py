@@ -415,7 +415,7 @@ def run_verdict_list(*, run: Run) -> list[dict[str, Any]]:
         {
             "approval_id": row.approval_id,
             "tool_name": row.tool_name,
-            "input": row.tool_input,
+            "input": _input_or_none(row),
             "agent_path": list(row.agent_path or []),
             "status": row.status,
             "label": verdict_label(row),
@@ -426,6 +426,13 @@ def run_verdict_list(*, run: Run) -> list[dict[str, Any]]:
         for row in approval_run_list(run=run)
         if row.status != Verdict.PENDING
     ]
+
+
+def _input_or_none(request: ApprovalRequest) -> Any:
+    try:
+        return request.tool_input
+    except SealedDataError:  # sealed with a key this process lacks
+        return None
 
 
 def verdict_label(request: ApprovalRequest) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -106,8 +107,29 @@ def start(run_id: str, user, *, agent: str = "reimbursement", text: str = "Reimb
 
 
 def text_of(browser, selector: str) -> str:
-    found = browser.find_elements(By.CSS_SELECTOR, selector)
-    return found[0].get_attribute("textContent") if found else ""
+    """The text of the first match, read in one script: a live update may replace the element at any time."""
+    return browser.execute_script("return document.querySelector(arguments[0])?.textContent ?? ''", selector)
+
+
+def click(browser, selector: str) -> None:
+    """Click the first match, finding it again if a live update replaced it in between."""
+    for _ in range(10):
+        try:
+            browser.find_element(By.CSS_SELECTOR, selector).click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.1)
+    raise AssertionError(f"{selector} kept being replaced")
+
+
+def texts_of(browser, selector: str) -> list[str]:
+    return browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((node) => node.textContent)", selector)
+
+
+def attribute_of(browser, selector: str, name: str) -> str | None:
+    return browser.execute_script("return document.querySelector(arguments[0])?.getAttribute(arguments[1])",
+                                  selector, name)
 
 
 @pytest.mark.browser
@@ -132,7 +154,7 @@ def test_a_reviewer_sees_a_request_arrive_live_approves_it_and_the_live_page_fin
     browser.execute_script("window.__notReloaded = true;")
 
     browser.switch_to.window(console)
-    browser.find_element(By.CSS_SELECTOR, '.queue-item[data-run-id="people-1"] a.review-link').click()
+    click(browser, '.queue-item[data-run-id="people-1"] a.review-link')
     wait(browser, lambda driver: driver.find_elements(By.CSS_SELECTOR, "button.approve"))
     assert "approved by finance" in text_of(browser, ".evidence-list")
     shot(browser, "console-request")
@@ -150,7 +172,7 @@ def test_a_reviewer_sees_a_request_arrive_live_approves_it_and_the_live_page_fin
     wait(browser, lambda driver: text_of(driver, "#run-status") == "Finished.")
     assert browser.execute_script("return window.__notReloaded === true")  # the same page, never reloaded
     assert "Approved by rita" in text_of(browser, ".entry.verdict")
-    texts = [node.get_attribute("textContent") for node in browser.find_elements(By.CSS_SELECTOR, "p.assistant-text")]
+    texts = texts_of(browser, "p.assistant-text")
     assert "transaction tx-" in texts[-1]
     shot(browser, "live-transcript-finished")
     assert Run.objects.get(run_id="people-1").status == "completed"
@@ -179,7 +201,7 @@ def test_a_denial_and_its_reason_reach_the_transcript_and_the_run_list_live(serv
     timeline = browser.current_window_handle
     browser.get(f"{server}runs/people-2/")
     wait_live(browser)
-    assert browser.find_element(By.ID, "state-box").get_attribute("data-state") == "waiting"
+    assert attribute_of(browser, "#state-box", "data-state") == "waiting"
 
     browser.switch_to.new_window("tab")
     browser.get(f"{server}console/people-2/{request.approval_id}/")
@@ -195,13 +217,11 @@ def test_a_denial_and_its_reason_reach_the_transcript_and_the_run_list_live(serv
     wait(browser, lambda driver: text_of(driver, "#run-status") == "Finished.")
     verdict = text_of(browser, ".entry.verdict.denied")
     assert "Denied by rita" in verdict and "Duplicate of exp-1041" in verdict
-    assert "The payment was not made" in [
-        node.get_attribute("textContent") for node in browser.find_elements(By.CSS_SELECTOR, "p.assistant-text")
-    ][-1]
+    assert "The payment was not made" in texts_of(browser, "p.assistant-text")[-1]
     shot(browser, "live-transcript-denied")
 
     browser.switch_to.window(timeline)  # the run's page changed state on its own too
-    wait(browser, lambda driver: driver.find_element(By.ID, "state-box").get_attribute("data-state") == "completed")
+    wait(browser, lambda driver: attribute_of(driver, "#state-box", "data-state") == "completed")
     assert "Denied: pay_expense: by rita: Duplicate of exp-1041" in " ".join(text_of(browser, "ol.steps").split())
 
     browser.switch_to.window(run_list)
@@ -251,7 +271,8 @@ def test_a_plain_user_can_neither_read_nor_cancel_anothers_run(serve, people, br
     start("mine-4", people["pat"], text="Reimburse exp-2077")
 
     sign_in(browser, server, "pat", "/runs/")
-    listed = [node.get_attribute("data-run-id") for node in browser.find_elements(By.CSS_SELECTOR, "tr[data-run-id]")]
+    listed = browser.execute_script(
+        "return [...document.querySelectorAll('tr[data-run-id]')].map((row) => row.dataset.runId)")
     assert listed == ["mine-4"]
     browser.get(f"{server}runs/people-4/")
     assert text_of(browser, "h1") == "Not found"
@@ -325,11 +346,15 @@ def test_the_admins_approval_list_shows_the_input_and_agent_path_at_1280_px(serv
     sign_in(browser, server, "rita", "/console/")
     browser.get(f"{server}admin/approvals/approvalrequest/")
     width = browser.execute_script("return document.documentElement.clientWidth")
-    for column in ("field-input_shown", "field-agent_path_shown", "field-verdict"):
-        cell = browser.find_element(By.CSS_SELECTOR, f"#result_list td.{column}")
+    for column in ("th.field-request_shown", "td.field-input_shown", "td.field-agent_path_shown", "td.field-verdict",
+                   "td.field-expires_shown"):
+        cell = browser.find_element(By.CSS_SELECTOR, f"#result_list {column}")
         box = browser.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right];", cell)
         assert cell.is_displayed() and 0 <= box[0] and box[1] <= width, (column, box, width)
     assert '"command": "pytest -q tests/test_math.py"' in text_of(browser, "#result_list td.field-input_shown")
     assert text_of(browser, "#result_list td.field-agent_path_shown") == "coder"
     assert browser.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
+    assert browser.execute_script(  # nor inside the list's own scrolling box
+        "const box = document.querySelector('.results'); return box.scrollWidth <= box.clientWidth")
+    assert text_of(browser, "#result_list td.field-expires_shown").startswith("in 23")
     shot(browser, "admin-approval-list")

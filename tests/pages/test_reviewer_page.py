@@ -164,3 +164,18 @@ def test_approving_through_the_page_pays_once(reviewer, suspended, drain_runs):
     drain_runs()
     assert Run.objects.get(run_id="r1").status == "completed"
     assert list(Effect.objects.values_list("status", flat=True)) == ["verified"]
+
+
+def test_an_input_sealed_with_a_key_the_server_lacks_is_said_not_a_500(settings, reviewer, start, drain_runs):
+    from cryptography.fernet import Fernet
+
+    settings.DEUZ_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    start("sealed")
+    drain_runs()
+    request = ApprovalRequest.objects.get(run__run_id="sealed")
+    settings.DEUZ_ENCRYPTION_KEYS = []  # the key is gone
+    pages = [reviewer.get(url(request)), reviewer.get("/console/"), reviewer.get("/runs/sealed/"),
+             reviewer.get("/runs/sealed/live/"), reviewer.get(f"/admin/approvals/approvalrequest/{request.pk}/change/")]
+    assert [page.status_code for page in pages] == [200, 200, 200, 200, 200]
+    assert "The input is sealed with a key this server does not have" in pages[0].content.decode()
+    assert "sealed with a key this server does not have" in pages[2].content.decode()
