@@ -255,6 +255,7 @@ def test_the_run_page_shows_the_evidence_and_the_three_controls_to_a_reviewer(ne
 def test_the_run_page_shows_no_controls_to_support_staff(needs_review_run, client, django_user_model):
     run = needs_review_run()
     support = django_user_model.objects.create_user(username="sam", is_staff=True)
+    support.user_permissions.add(Permission.objects.get(codename="view_every_run"))
     client.force_login(support)
     html = _page(client, run)
     assert ("Needs review:" in html, 'value="retry"' in html) == (True, False)
