@@ -354,5 +354,6 @@ class JournalEntry(models.Model):
         if self.is_sentinel:
             return None
         from runs.runtime.codec import decode_value
+        from runs.sealing import unseal_text
 
-        return decode_value(json.loads(self.part))
+        return decode_value(json.loads(unseal_text(self.part)))

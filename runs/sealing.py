@@ -14,7 +14,7 @@ from django.dispatch import receiver
 
 from runs.errors import SealedDataError
 
-__all__ = ["seal", "seal_value", "unseal", "unseal_value"]
+__all__ = ["seal", "seal_text", "seal_value", "unseal", "unseal_text", "unseal_value"]
 
 _PLAIN = b"p"
 _FERNET = b"f"
@@ -69,3 +69,22 @@ def unseal_value(stored: bytes | memoryview) -> object:
     from runs.runtime.codec import decode_value
 
     return decode_value(json.loads(unseal(stored)))
+
+
+#: A sealed text starts with this (a Fernet token is ASCII); anything else is the plain text as written.
+_SEALED_TEXT = "f:"
+
+
+def seal_text(text: str) -> str:
+    """``text`` as stored in a text column: itself without keys, else ``f:`` and its Fernet token (the journal's
+    parts: the same tool inputs and results as checkpoints, so they are sealed alike)."""
+    cipher = _cipher()
+    if cipher is None:
+        return text
+    return _SEALED_TEXT + cipher.encrypt(text.encode()).decode("ascii")
+
+
+def unseal_text(stored: str) -> str:
+    if not stored.startswith(_SEALED_TEXT):
+        return stored  # written in the clear (no keys then); JSON never starts with "f:"
+    return unseal(_FERNET + stored[len(_SEALED_TEXT):].encode("ascii"))

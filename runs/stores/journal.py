@@ -17,6 +17,7 @@ from runs.models import JournalEntry, Run
 from runs.runtime.codec import decode_value, encode_value
 from runs.runtime.types import StreamPart
 from runs.runtime.wire import JournalPage
+from runs.sealing import seal_text, unseal_text
 from runs.stores.db import _dispatch
 
 __all__ = ["DatabaseStreamStateStore"]
@@ -96,7 +97,7 @@ class DatabaseStreamStateStore:
             JournalEntry.objects.filter(run_id=run_pk, is_sentinel=True).order_by("-id").values_list("seq", flat=True).first()
         )
         return JournalPage(
-            parts=[(seq, decode_value(json.loads(part))) for seq, part in rows[:limit]],
+            parts=[(seq, decode_value(json.loads(unseal_text(part)))) for seq, part in rows[:limit]],
             last_seq=last,
             is_closed=sentinel is not None and sentinel == last,
             has_more=len(rows) > limit,
@@ -116,11 +117,12 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def _encode_part(part: StreamPart) -> str:
-    """JSON text of a part. Text deltas (most parts) hold only strings, so they skip the codec's walk."""
+    """JSON text of a part, sealed when encryption keys are set. Text deltas (most parts) hold only strings, so
+    they skip the codec's walk."""
     text = part.get("text")
     if part.get("type") == "text-delta" and len(part) == 2 and type(text) is str:
-        return '{"type":"text-delta","text":' + encode_basestring(text) + "}"
-    return _ENCODER.encode(encode_value(part))
+        return seal_text('{"type":"text-delta","text":' + encode_basestring(text) + "}")
+    return seal_text(_ENCODER.encode(encode_value(part)))
 
 
 def _insert(rows: list[tuple]) -> None:
