@@ -46,3 +46,38 @@ def drain_runs(settings):
         return async_to_sync(Worker(worker_id="test-worker", concurrency=1).drain)(max_legs=max_legs)
 
     return drain
+
+
+def _token_client(user):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+@pytest.fixture
+def reviewer(django_user_model):
+    """A user in the reviewers group (may decide approvals and resolve effects)."""
+    from approvals.services import reviewers_group_ensure
+
+    user = django_user_model.objects.create_user(username="rita", password="not-used")
+    user.groups.add(reviewers_group_ensure())
+    return user
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    """Signed in, without the reviewers' permission."""
+    return django_user_model.objects.create_user(username="oscar", password="not-used")
+
+
+@pytest.fixture
+def reviewer_client(reviewer):
+    return _token_client(reviewer)
+
+
+@pytest.fixture
+def outsider_client(outsider):
+    return _token_client(outsider)

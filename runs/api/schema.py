@@ -13,6 +13,7 @@ import inspect
 import re
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.validators import RegexValidator
 from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
@@ -130,7 +131,8 @@ class RunEventsSchemaApi(APIView):
         },
     )
     def get(self, request: Any, run_id: str) -> Any:
-        raise NotImplementedError("runs.streaming.run_events serves this route; this class only documents it.")
+        # Only the schema generator reads this class; a URLconf that maps it is misconfigured.
+        raise ImproperlyConfigured("RunEventsSchemaApi only documents the events route; map runs.streaming.run_events.")
 
 
 def run_events_documented(endpoints: list[tuple]) -> list[tuple]:

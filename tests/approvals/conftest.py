@@ -1,41 +1,10 @@
-"""Fixtures of the approvals tests: a reviewer, an outsider without the permission, and a suspended run."""
+"""Fixtures of the approvals tests (the reviewer, outsider and their clients are in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
+
 from rest_framework.test import APIClient
-
-from approvals.services import reviewers_group_ensure
-
-
-def _token_client(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
-
-
-@pytest.fixture
-def reviewer(django_user_model):
-    user = django_user_model.objects.create_user(username="rita", password="not-used")
-    user.groups.add(reviewers_group_ensure())
-    return user
-
-
-@pytest.fixture
-def outsider(django_user_model):
-    """Logged in, but not in the reviewers group."""
-    return django_user_model.objects.create_user(username="oscar", password="not-used")
-
-
-@pytest.fixture
-def reviewer_client(reviewer) -> APIClient:
-    return _token_client(reviewer)
-
-
-@pytest.fixture
-def outsider_client(outsider) -> APIClient:
-    return _token_client(outsider)
 
 
 @pytest.fixture

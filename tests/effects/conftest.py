@@ -4,42 +4,11 @@ clients, and reimbursement runs driven in this process up to a suspension, a pay
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide, reviewers_group_ensure
+from approvals.services import approval_decide
 from runs.models import Run
 from runs.services import run_start
-
-
-def _token_client(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
-
-
-@pytest.fixture
-def reviewer(django_user_model):
-    user = django_user_model.objects.create_user(username="rita", password="not-used")
-    user.groups.add(reviewers_group_ensure())
-    return user
-
-
-@pytest.fixture
-def outsider(django_user_model):
-    """Signed in, without the reviewers' permission."""
-    return django_user_model.objects.create_user(username="oscar", password="not-used")
-
-
-@pytest.fixture
-def reviewer_client(reviewer) -> APIClient:
-    return _token_client(reviewer)
-
-
-@pytest.fixture
-def outsider_client(outsider) -> APIClient:
-    return _token_client(outsider)
 
 
 def reimburse(run_id: str, agent: str = "reimbursement") -> Run:
