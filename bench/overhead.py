@@ -24,6 +24,7 @@ from bench.storage import stored_bytes
 from bench.workload import TimedStore, bench_run, close_thread_connections, durable_store, run_steps, sqlite_synchronous
 from runs.models import Run
 from runs.runtime.codec import encode_value
+from runs.stores import direct
 
 __all__ = ["BARS", "Spread", "measure"]
 
@@ -173,17 +174,27 @@ async def _statements_per_save(steps: int) -> float:
     def remove() -> None:
         connection.execute_wrappers.remove(count)
 
+    traced: list[str] = []  # the event loop's own connection's statements (runs.stores.direct), BEGIN and COMMIT too
+
+    def trace(raw: Any) -> None:
+        raw.set_trace_callback(traced.append)
+
     run = await sync_to_async(bench_run)("statements")
     store = TimedStore(durable_store(run.run_id))
     await sync_to_async(install)()
+    direct.close()
+    direct.CONNECT_HOOKS.append(trace)
     try:
         await run_steps(steps, store=store, run_id=run.run_id)
     finally:
         await sync_to_async(remove)()
+        direct.CONNECT_HOOKS.remove(trace)
+        direct.close()
     await sync_to_async(Run.objects.filter(pk=run.pk).delete)()
-    # COMMIT (and on PostgreSQL BEGIN) goes through the driver, not the wrappers: add them.
+    # COMMIT (and on PostgreSQL BEGIN) of the ORM's saves goes through the driver, not the wrappers: add them.
     unseen = 1 if any(sql.startswith("BEGIN") for sql in counted) else 2
-    return len(counted) / store.saves + unseen
+    direct_saves = sum(sql.startswith('INSERT INTO "runs_checkpoint"') for sql in traced)
+    return (len(counted) + unseen * (store.saves - direct_saves) + len(traced)) / store.saves
 
 
 _FLOOR_TABLE = "bench_floor"

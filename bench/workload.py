@@ -20,6 +20,7 @@ from runs.models import Run
 from runs.runtime import generate_text, stream_chat, tool
 from runs.runtime.stores import resolve
 from runs.runtime.testing import ScriptedModel
+from runs.stores import direct
 
 __all__ = [
     "MESSAGES",
@@ -154,12 +155,19 @@ def sqlite_synchronous(mode: str | None) -> Any:
             with connection.cursor() as cursor:
                 cursor.execute(f"PRAGMA synchronous={mode}")
 
+    def direct_pragma(raw: Any) -> None:  # the event loop's own connection (runs.stores.direct)
+        raw.execute(f"PRAGMA synchronous={mode}")
+
     connection_created.connect(pragma)
+    direct.CONNECT_HOOKS.append(direct_pragma)
     from django.db import connections
 
     connections.close_all()  # so every connection of the block is new, and gets the pragma
+    direct.close()
     try:
         yield
     finally:
         connection_created.disconnect(pragma)
+        direct.CONNECT_HOOKS.remove(direct_pragma)
         connections.close_all()
+        direct.close()

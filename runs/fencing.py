@@ -31,7 +31,7 @@ _held = threading.local()
 class OwnerFence:
     """The right of the worker holding ``epoch`` to write for ``run_id``."""
 
-    __slots__ = ("epoch", "run_id", "_run_pk")
+    __slots__ = ("_run_pk", "epoch", "run_id")
 
     def __init__(self, run_id: str, epoch: int) -> None:
         self.run_id = run_id
@@ -57,16 +57,33 @@ class OwnerFence:
         if not changes and self.is_held():
             return self.run_pk  # this transaction already checked it and holds the row lock
         db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once (the proxy costs per access)
-        params = [db.ops.adapt_datetimefield_value(timezone.now())]
-        for name, value in changes.items():
-            params.append(_adapt(db, name, value))
-        params += [self.run_pk, self.epoch]
         with db.cursor() as cursor:
-            cursor.execute(_update_sql_for(db.vendor, tuple(changes)), params)
+            cursor.execute(_update_sql_for(db.vendor, tuple(changes)), self._params(db, changes))
             updated = cursor.rowcount
         if updated != 1:
             raise StaleOwnerError(self.run_id, self.epoch)
         return self.run_pk
+
+    def hold_direct(self, cursor: Any, **changes: Any) -> int:
+        """``hold`` on a sqlite3 cursor of runs.stores.direct (the event loop's own connection, in its open
+        transaction). Needs the run's key known already: the loop's thread may not query through the ORM."""
+        if self._run_pk is None:
+            raise LookupError("The run's key is not known yet; the first write of a fence goes through the ORM.")
+        db = connections[DEFAULT_DB_ALIAS]
+        cursor.execute(_update_sql_for(db.vendor, tuple(changes)).replace("%s", "?"), self._params(db, changes))
+        if cursor.rowcount != 1:
+            raise StaleOwnerError(self.run_id, self.epoch)
+        return self._run_pk
+
+    @property
+    def knows_run_pk(self) -> bool:
+        return self._run_pk is not None
+
+    def _params(self, db: Any, changes: dict[str, Any]) -> list[Any]:
+        params = [db.ops.adapt_datetimefield_value(timezone.now())]
+        params += [_adapt(db, name, value) for name, value in changes.items()]
+        params += [self.run_pk, self.epoch]
+        return params
 
     def is_held(self) -> bool:
         """Whether this thread's open transaction holds this fence already (inside ``nested``)."""

@@ -15,9 +15,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from runs.runtime.wire import journal_parts
-from runs.stores import get_store
+from runs.stores import direct, get_store
 
 __all__ = ["JournalWriter", "run_group_name"]
 
@@ -70,6 +71,38 @@ class JournalWriter:
             self._taken += len(new)
             return self.last_seq
 
+    def position(self) -> tuple[Any, ...]:
+        """Where the writer stands (what it took from the source, the next seq, its prefix), for ``rewind``."""
+        with self._lock:
+            return self._taken, self._next_seq, self._is_continuation, self.last_seq, list(self.prefix)
+
+    def rewind(self, position: tuple[Any, ...]) -> None:
+        """Back to ``position``: the flushes since were rolled back with the transaction they were in."""
+        with self._lock:
+            self._taken, self._next_seq, self._is_continuation, self.last_seq, prefix = position
+            self.prefix = list(prefix)
+
+    def direct_flush(self, run_pk: int) -> _DirectFlush | None:
+        """The parts a direct checkpoint save (runs.stores.direct) must write in its transaction, as its hook's
+        work: every part emitted so far. None when it cannot say without the ORM or a wait (a store without
+        direct appends, the next seq not known yet, a flush under way on another thread)."""
+        append = getattr(self.store, "append_direct", None)
+        if append is None or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            new = self.source.parts_from(self._taken) if self.source is not None else []
+            if new and self._next_seq is None:
+                self._lock.release()
+                return None
+            parts = journal_parts(new, is_continuation=bool(self._is_continuation)) if new else []
+            prefixed = bool(parts and self.prefix)
+            if prefixed:
+                parts = [*self.prefix, *parts]
+        except BaseException:
+            self._lock.release()
+            raise
+        return _DirectFlush(self, append, run_pk, parts, len(new), prefixed)
+
     def flush_all_sync(self) -> int:
         """Flush until every part emitted so far is written (the checkpoint hook: nothing may lag behind)."""
         while self.source is not None and self.source.parts_count() > self._taken:
@@ -102,8 +135,40 @@ class JournalWriter:
         """One round of ``run``: flush what is new (unless a checkpoint just did), then wake followers."""
         skip, self._skip_tick = self._skip_tick, False
         if self.source is not None and self.source.parts_count() > self._taken and not skip:
-            await sync_to_async(self.flush_sync)()
+            if not self._flush_direct():
+                await sync_to_async(self.flush_sync)()
         await self.notify()
+
+    def _flush_direct(self) -> bool:
+        """``flush_sync`` on the event loop's own SQLite connection (runs.stores.direct), sparing the thread hop;
+        False when it cannot go there now (nothing written: the caller flushes through a thread)."""
+        append = getattr(self.store, "append_direct", None)
+        fence = getattr(self.store, "fence", None)
+        if append is None or fence is None or not fence.knows_run_pk or self._next_seq is None:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            new = self.source.parts_from(self._taken)[: self.MAX_BATCH]
+            parts = journal_parts(new, is_continuation=bool(self._is_continuation))
+            if parts and self.prefix:
+                parts = [*self.prefix, *parts]
+            if parts:
+                first = self._next_seq
+
+                def write(cursor: Any) -> int:
+                    return append(cursor, fence.hold_direct(cursor), parts, first_seq=first)
+
+                try:
+                    with connections[DEFAULT_DB_ALIAS].wrap_database_errors:
+                        self.last_seq = direct.fenced_write(write)
+                except direct.DirectUnavailable:
+                    return False
+                self._next_seq, self.prefix = self.last_seq + 1, []
+            self._taken += len(new)
+            return True
+        finally:
+            self._lock.release()
 
     async def notify(self) -> None:
         if self.last_seq <= self._notified:
@@ -116,3 +181,33 @@ class JournalWriter:
             await layer.group_send(run_group_name(self.run_id), {"type": "journal.appended", "seq": self.last_seq})
         except Exception as exc:  # a lost wake-up costs followers latency, never a part: they read the journal
             logger.warning("Waking followers of %s failed: %s", self.run_id, type(exc).__name__)
+
+
+class _DirectFlush:
+    """A writer's flush inside a direct checkpoint save: it holds the writer's lock from ``direct_flush`` to
+    ``done``, and moves the writer's counters only once the transaction committed."""
+
+    __slots__ = ("_append", "_last", "_parts", "_prefixed", "_run_pk", "_taken", "_writer")
+
+    def __init__(self, writer: JournalWriter, append: Any, run_pk: int, parts: list[dict[str, Any]], taken: int,
+                 prefixed: bool) -> None:
+        self._writer, self._append, self._run_pk = writer, append, run_pk
+        self._parts, self._taken, self._prefixed = parts, taken, prefixed
+        self._last: int | None = None
+
+    def write(self, cursor: Any) -> None:
+        if self._parts:
+            self._last = self._append(cursor, self._run_pk, self._parts, first_seq=self._writer._next_seq)
+
+    def done(self, committed: bool) -> None:
+        writer = self._writer
+        try:
+            if committed and self._taken:
+                if self._last is not None:
+                    writer.last_seq, writer._next_seq = self._last, self._last + 1
+                if self._prefixed:
+                    writer.prefix = []
+                writer._taken += self._taken
+                writer._skip_tick = True
+        finally:
+            writer._lock.release()

@@ -111,6 +111,34 @@ class _Resuspension:
         return result()
 
 
+class _SaveHook:
+    """The leg's save hook (``_Leg.on_save``), which can also run in a direct save (runs.stores.db's
+    DirectSaveHook): there it writes the journal's new parts and nothing else, so a checkpoint that opens or
+    settles a suspension (approvals' bookkeeping, on the ORM) takes the ORM's path."""
+
+    __slots__ = ("_before", "leg")
+
+    def __init__(self, leg: _Leg) -> None:
+        self.leg = leg
+        self._before: Any = None
+
+    def __call__(self, saved: SavedCheckpoint) -> None:
+        self._before = (saved.checkpoint, self.leg.writer.position())
+        self.leg.on_save(saved)
+
+    def rolled_back(self, checkpoint: Any) -> None:
+        """The save of ``checkpoint`` rolled back, after this hook flushed the journal in it: those parts were not
+        written, so the writer takes them again at its next flush (its seqs stay gapless)."""
+        before, self._before = self._before, None
+        if before is not None and before[0] is checkpoint:
+            self.leg.writer.rewind(before[1])
+
+    def direct(self, checkpoint: Any, previous_status: str | None, run_pk: int) -> Any:
+        if checkpoint["status"] == "suspended" or previous_status == "suspended" or not self.leg.mirror_folded:
+            return None
+        return self.leg.writer.direct_flush(run_pk)
+
+
 class _Leg:
     """The state of one leg while it runs: its claim, its journal writer, and the signals that stop it."""
 
@@ -136,11 +164,12 @@ class _Leg:
         A store that can fold the run's mirror into its fence's UPDATE does, saving a statement per save."""
         sessions = get_store("sessions")
         self.mirror_folded = bool(getattr(sessions, "folds_run_changes", False))
+        hook = _SaveHook(self)
         if self.mirror_folded:
             return sessions.fenced(
-                self.claim.run_id, self.claim.epoch, on_save=self.on_save, run_changes=run_checkpoint_mirror_changes
+                self.claim.run_id, self.claim.epoch, on_save=hook, run_changes=run_checkpoint_mirror_changes
             )
-        return sessions.fenced(self.claim.run_id, self.claim.epoch, on_save=self.on_save)
+        return sessions.fenced(self.claim.run_id, self.claim.epoch, on_save=hook)
 
     async def start(self) -> Any:
         claim = self.claim

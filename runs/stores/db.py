@@ -17,7 +17,7 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -31,10 +31,11 @@ from runs.runtime.codec import decode_value, encode_value
 from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
 from runs.runtime.types import AgentCheckpoint
 from runs.sealing import seal, unseal
+from runs.stores import direct
 
 _PLAIN_BYTE = ord("p")  # runs.sealing's marker of unsealed data
 
-__all__ = ["DatabaseSessionStore", "RunChanges", "root_run_id"]
+__all__ = ["DatabaseSessionStore", "DirectHookWork", "DirectSaveHook", "RunChanges", "root_run_id"]
 
 #: Fields of the run a save sets in its fence's UPDATE (a leg mirrors step and usage there), from the checkpoint.
 RunChanges = Callable[[AgentCheckpoint], dict[str, Any]]
@@ -133,6 +134,8 @@ class DatabaseSessionStore:
             asyncio.get_running_loop()
         except RuntimeError:
             return self.save_sync(checkpoint)
+        if self._save_direct(checkpoint):
+            return _DONE()
         return self._save_async(checkpoint)  # one thread hop, through a wrapper built once per view
 
     def load(self, run_id: str) -> Any:
@@ -148,7 +151,8 @@ class DatabaseSessionStore:
         return _dispatch(self.checkpoint_list_sync, run_id, include_sub_agents)
 
     async def asave(self, checkpoint: AgentCheckpoint) -> None:
-        await self._save_async(checkpoint)
+        if not self._save_direct(checkpoint):
+            await self._save_async(checkpoint)
 
     async def aload(self, run_id: str) -> AgentCheckpoint | None:
         return await sync_to_async(self.load_sync)(run_id)
@@ -161,6 +165,16 @@ class DatabaseSessionStore:
         # Taken out for the save: a save that fails (or rolls back) leaves this view knowing nothing, so the
         # next one reads the stored head again.
         known = self._heads.pop(key, None)
+        try:
+            return self._save_in_transaction(checkpoint, key, known)
+        except BaseException:
+            rolled_back = getattr(self.on_save, "rolled_back", None)
+            if rolled_back is not None:  # a hook that moved state of its own (a journal writer's counters) undoes it
+                rolled_back(checkpoint)
+            raise
+
+    def _save_in_transaction(self, checkpoint: AgentCheckpoint, key: str, known: _Head | None) -> Checkpoint:
+        messages = checkpoint["messages"]
         with transaction.atomic():
             if known is None:
                 known = _stored_head(key)
@@ -181,6 +195,65 @@ class DatabaseSessionStore:
                 committed = _Head(row.head_id, len(messages), head_plain, messages, checkpoint["status"])
                 transaction.on_commit(lambda: self._heads.__setitem__(key, committed))
         return row
+
+    def _save_direct(self, checkpoint: AgentCheckpoint) -> bool:
+        """The save on the event loop's own thread (runs.stores.direct), when it can go there: a fenced view that
+        knows the key's head, a hook that can say what it writes without the ORM, SQLite not busy. False when
+        it cannot (nothing written: the caller takes the ORM's path); raises what the write raised."""
+        fence, key = self.fence, checkpoint["run_id"]
+        known = self._heads.get(key)
+        if fence is None or known is None or not fence.knows_run_pk or root_run_id(key) != fence.run_id:
+            return False
+        messages = checkpoint["messages"]
+        shared = _known_prefix(known, messages)
+        if shared is None:
+            return False
+        work: DirectHookWork | None = None
+        if self.on_save is not None:
+            prepare = getattr(self.on_save, "direct", None)
+            work = prepare(checkpoint, known.status, fence.run_pk) if prepare is not None else None
+            if work is None:
+                return False
+        committed = False
+        del self._heads[key]  # as in save_sync: a failed save leaves this view knowing nothing
+        try:
+            with connections[DEFAULT_DB_ALIAS].wrap_database_errors:  # sqlite3's errors as Django's
+                head_id, head_plain = direct.fenced_write(
+                    lambda cursor: self._write_direct(cursor, checkpoint, shared, work)
+                )
+            committed = True
+        except direct.DirectUnavailable:
+            self._heads[key] = known
+            return False
+        finally:
+            if work is not None:
+                work.done(committed)
+        self._heads[key] = _Head(head_id, len(messages), head_plain, messages, checkpoint["status"])
+        return True
+
+    def _write_direct(
+        self, cursor: Any, checkpoint: AgentCheckpoint, shared: tuple[int | None, int, bytes | None],
+        work: DirectHookWork | None,
+    ) -> tuple[int | None, bytes | None]:
+        """The statements of a save on a sqlite3 cursor in an open transaction: the fence first, as always."""
+        assert self.fence is not None
+        db = connections[DEFAULT_DB_ALIAS]
+        key, messages = checkpoint["run_id"], checkpoint["messages"]
+        changes = self.run_changes(checkpoint) if self.run_changes is not None else {}
+        run_pk = self.fence.hold_direct(cursor, **changes)
+        head_id, count, head_plain = shared
+        message_sql = direct.sql(_message_sql(db))
+        for position in range(count, len(messages)):
+            head_plain = _encode(messages[position])
+            cursor.execute(message_sql, [run_pk, key, head_id, position, seal(head_plain)])
+            head_id = cursor.fetchone()[0] if _RETURNS_ID in message_sql else cursor.lastrowid
+        row = _checkpoint_row(checkpoint, run_pk, head_id, self.fence.epoch)
+        cursor.execute(direct.sql(_checkpoint_sql(db)), _checkpoint_params(db, row))
+        if _RETURNS_ID in message_sql:
+            cursor.fetchone()
+        if work is not None:
+            work.write(cursor)
+        return head_id, head_plain
 
     def _save_statements(
         self, db: Any, checkpoint: AgentCheckpoint, known: _Head | None
@@ -257,12 +330,9 @@ class DatabaseSessionStore:
         objects), so the previous head's object, or else its JSON, is enough; a rewritten history branches."""
         if known is None or known.head_id is None:
             return None, 0, None
-        count = known.count
-        if len(messages) >= count:
-            if known.messages is not None and len(known.messages) == count and messages[count - 1] is known.messages[-1]:
-                return known.head_id, count, known.head_plain
-            if _encode(messages[count - 1]) == known.head_plain:
-                return known.head_id, count, known.head_plain
+        shared = _known_prefix(known, messages)
+        if shared is not None:
+            return shared
         chain = _chain_rows(key, known.head_id)
         shared = 0
         for (_, _, data), message in zip(chain, messages):
@@ -324,6 +394,46 @@ class DatabaseSessionStore:
 
     def list_sync(self) -> list[str]:
         return list(Checkpoint.objects.order_by().values_list("session_key", flat=True).distinct())
+
+
+class DirectHookWork(Protocol):
+    """What a save hook writes in a direct save's transaction (runs.stores.direct), said without the ORM."""
+
+    def write(self, cursor: Any) -> None:
+        """Its statements, on the direct connection's cursor, after the save's own."""
+
+    def done(self, committed: bool) -> None:
+        """The transaction committed (True) or wrote nothing (False); called once, whatever happened."""
+
+
+class DirectSaveHook(Protocol):
+    """A save hook that can also run in a direct save: ``direct`` answers its work there, or None when this
+    checkpoint needs the ORM's path (the hook then runs as a plain SaveHook, inside save_sync)."""
+
+    def __call__(self, saved: SavedCheckpoint) -> None: ...
+
+    def direct(self, checkpoint: AgentCheckpoint, previous_status: str | None, run_pk: int) -> DirectHookWork | None: ...
+
+
+async def _DONE() -> None:
+    return None
+
+
+_RETURNS_ID = "RETURNING"
+
+
+def _known_prefix(known: _Head, messages: list[dict[str, Any]]) -> tuple[int | None, int, bytes | None] | None:
+    """The shared prefix when the previous head is this history's too (by identity, else by its JSON); None when
+    telling would take reading the stored chain."""
+    count = known.count
+    if known.head_id is None:
+        return (None, 0, None) if count == 0 else None
+    if len(messages) >= count:
+        if known.messages is not None and len(known.messages) == count and messages[count - 1] is known.messages[-1]:
+            return known.head_id, count, known.head_plain
+        if _encode(messages[count - 1]) == known.head_plain:
+            return known.head_id, count, known.head_plain
+    return None
 
 
 # ---------------------------------------------------------------- statements

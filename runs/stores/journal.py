@@ -65,6 +65,16 @@ class DatabaseStreamStateStore:
             _insert(rows)
         return last
 
+    def append_direct(self, cursor: Any, run_pk: int, parts: Sequence[StreamPart], *, first_seq: int) -> int:
+        """``append`` on a sqlite3 cursor of runs.stores.direct, inside a transaction that holds the run's fence
+        already (a direct checkpoint save); returns the last seq."""
+        assert self.fence is not None, "a direct append is a fenced view's"
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        epoch = self.fence.epoch
+        rows = [(run_pk, first_seq + offset, False, _encode_part(part), epoch, now) for offset, part in enumerate(parts)]
+        cursor.executemany(f"INSERT INTO {JournalEntry._meta.db_table} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
+        return first_seq + len(rows) - 1
+
     def _owned(self, run_id: str) -> tuple[int, int]:
         """The run's primary key and epoch; fenced, only while the fence's epoch owns the run (the check also
         takes the run's row lock until the append commits)."""

@@ -1,0 +1,181 @@
+"""Checkpoint saves on the event loop's own SQLite connection (runs.stores.direct), and journals that stay gapless
+when a save rolls back after its hook flushed parts."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from runs.errors import StaleOwnerError
+from runs.legs import _Leg
+from runs.models import Checkpoint, Run, RunMessage
+from runs.services import Claim
+from runs.stores import direct
+from runs.stores.db import DatabaseSessionStore
+from runs.stores.journal import DatabaseStreamStateStore
+from tests.runs.test_db_store import _PartLog
+from tests.runs.test_store_contract import checkpoint, history
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+sqlite_only = pytest.mark.skipif(
+    "connection.vendor != 'sqlite'", reason="direct saves are SQLite's; PostgreSQL's saves take the ORM's path"
+)
+
+
+@pytest.fixture
+def run_r1():
+    return Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+
+
+@pytest.fixture
+def direct_statements():
+    """The SQL the direct connections run from now on."""
+    seen: list[str] = []
+
+    def trace(raw):
+        raw.set_trace_callback(seen.append)
+
+    direct.CONNECT_HOOKS.append(trace)
+    direct.close()
+    yield seen
+    direct.CONNECT_HOOKS.remove(trace)
+    direct.close()
+
+
+def leg_store(epoch=3):
+    """A leg's fenced session store with its save hook, and the leg (its journal writer reads ``source``)."""
+    leg = _Leg(Claim("r1", epoch, 1, "start"), fault=lambda point: None)
+    leg.writer.source = _PartLog([])
+    return leg, leg.session_store()
+
+
+def journal_texts():
+    page = DatabaseStreamStateStore().read_sync("r1")
+    return [(seq, part.get("text")) for seq, part in page.parts if part["type"] == "text-delta"]
+
+
+@sqlite_only
+def test_a_steady_async_save_runs_on_the_event_loops_own_connection(run_r1, direct_statements):
+    leg, store = leg_store()
+
+    async def two_saves():
+        await store.save(checkpoint(step=0, messages=history(2)))  # the first reads the stored head: the ORM's path
+        await store.save(checkpoint(step=1, messages=history(4)))
+
+    asyncio.run(two_saves())
+    assert any('INSERT INTO "runs_checkpoint"' in statement for statement in direct_statements)
+    assert DatabaseSessionStore().load("r1")["messages"] == history(4)
+
+
+@sqlite_only
+def test_a_direct_save_of_a_stale_owner_is_refused_and_writes_nothing(run_r1, direct_statements):
+    leg, store = leg_store()
+
+    async def saves():
+        await store.save(checkpoint(step=0, messages=history(2)))
+        await sync_to_async(Run.objects.filter(run_id="r1").update)(owner_epoch=4)  # another worker claimed it
+        with pytest.raises(StaleOwnerError):
+            await store.save(checkpoint(step=1, messages=history(4)))
+
+    asyncio.run(saves())
+    assert any(statement.startswith("UPDATE") for statement in direct_statements)
+    assert (Checkpoint.objects.count(), RunMessage.objects.count()) == (1, 2)
+
+
+def test_the_journal_parts_of_a_refused_async_save_are_written_by_the_next_one(run_r1):
+    leg, store = leg_store()
+    parts = leg.writer.source.parts
+
+    async def saves():
+        parts.append({"type": "text-delta", "text": "a"})
+        await store.save(checkpoint(step=0, messages=history(2)))
+        parts.append({"type": "text-delta", "text": "b"})
+        await sync_to_async(Run.objects.filter(run_id="r1").update)(owner_epoch=4)
+        with pytest.raises(StaleOwnerError):
+            await store.save(checkpoint(step=1, messages=history(4)))
+        await sync_to_async(Run.objects.filter(run_id="r1").update)(owner_epoch=3)
+        parts.append({"type": "text-delta", "text": "c"})
+        await store.save(checkpoint(step=1, messages=history(4)))
+
+    asyncio.run(saves())
+    assert journal_texts() == [(0, "a"), (1, "b"), (2, "c")]
+
+
+def test_a_save_rolled_back_after_its_hook_flushed_the_journal_leaves_no_gap(run_r1, monkeypatch):
+    leg, store = leg_store()
+    parts = leg.writer.source.parts
+    parts.append({"type": "text-delta", "text": "a"})
+    store.save(checkpoint(step=0, messages=history(2)))
+
+    def approvals_fail(saved):
+        raise RuntimeError("recording the approval requests failed")
+
+    monkeypatch.setattr("runs.legs.approval_checkpoint_saved", approvals_fail)
+    parts.append({"type": "text-delta", "text": "b"})
+    with pytest.raises(RuntimeError):
+        store.save(checkpoint(step=1, messages=history(4)))  # the journal flush ran, then the transaction rolled back
+    monkeypatch.undo()
+    parts.append({"type": "text-delta", "text": "c"})
+    store.save(checkpoint(step=2, messages=history(6)))
+    assert journal_texts() == [(0, "a"), (1, "b"), (2, "c")]
+
+
+@sqlite_only
+def test_a_busy_database_hands_the_save_to_the_orms_path(run_r1, direct_statements):
+    import sqlite3
+    import threading
+
+    leg, store = leg_store()
+    locked, release = threading.Event(), threading.Event()
+
+    def another_writer():  # holds SQLite's write lock far longer than a direct save waits for it
+        raw = sqlite3.connect(connection.settings_dict["NAME"], uri=True, isolation_level=None)
+        raw.execute("BEGIN IMMEDIATE")
+        locked.set()
+        release.wait(5)
+        raw.execute("COMMIT")
+        raw.close()
+
+    async def saves():
+        await store.save(checkpoint(step=0, messages=history(2)))
+        holder = threading.Thread(target=another_writer)
+        holder.start()
+        locked.wait(5)
+        asyncio.get_running_loop().call_later(0.3, release.set)
+        await store.save(checkpoint(step=1, messages=history(4)))  # waits for the lock on a thread, not the loop
+        holder.join()
+
+    asyncio.run(saves())
+    assert DatabaseSessionStore().load("r1")["messages"] == history(4)
+    assert not any('INSERT INTO "runs_checkpoint"' in statement for statement in direct_statements)
+
+
+@sqlite_only
+def test_the_journal_writers_tick_appends_on_the_event_loops_own_connection(run_r1, direct_statements):
+    from runs.journal import JournalWriter
+
+    writer = JournalWriter(run_id="r1", epoch=3)
+    writer.source = _PartLog([{"type": "text-delta", "text": "a"}])
+    writer.flush_sync()  # the first append learns the run's key and next seq through the ORM
+    writer.source.parts.append({"type": "text-delta", "text": "b"})
+    asyncio.run(writer.tick())
+    assert any('INSERT INTO runs_journalentry' in statement for statement in direct_statements)
+    assert journal_texts() == [(0, "a"), (1, "b")]
+
+
+@sqlite_only
+def test_a_stale_journal_writers_tick_is_refused_on_the_direct_path(run_r1, direct_statements):
+    from runs.journal import JournalWriter
+
+    writer = JournalWriter(run_id="r1", epoch=3)
+    writer.source = _PartLog([{"type": "text-delta", "text": "a"}])
+    writer.flush_sync()
+    Run.objects.filter(run_id="r1").update(owner_epoch=4)
+    writer.source.parts.append({"type": "text-delta", "text": "late"})
+    with pytest.raises(StaleOwnerError):
+        asyncio.run(writer.tick())
+    assert journal_texts() == [(0, "a")]
