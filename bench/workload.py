@@ -129,6 +129,9 @@ async def run_steps(
             session=session,
         )
     elapsed = time.perf_counter() - started
+    aclose = getattr(getattr(store, "inner", store), "aclose", None)
+    if aclose is not None:  # the store's own connection (runs.stores.direct), as a leg closes it
+        await aclose()
     if outcome.finish_reason != ("max-steps" if max_steps else "stop") or len(outcome.steps) != steps:
         raise RuntimeError(f"The bench run ended {outcome.finish_reason!r} after {len(outcome.steps)} steps.")
     return elapsed

@@ -196,8 +196,18 @@ class _DirectFlush:
         self._last: int | None = None
 
     def write(self, cursor: Any) -> None:
+        """The parts, on a direct save's sqlite3 cursor."""
         if self._parts:
             self._last = self._append(cursor, self._run_pk, self._parts, first_seq=self._writer._next_seq)
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The parts as journal rows, for a save that writes them in its own statement (PostgreSQL's)."""
+        if not self._parts:
+            return []
+        first = self._writer._next_seq
+        rows = self._writer.store.rows_for(self._run_pk, self._parts, first_seq=first)
+        self._last = first + len(rows) - 1
+        return rows
 
     def done(self, committed: bool) -> None:
         writer = self._writer

@@ -151,6 +151,7 @@ class _Leg:
         self.definition: AgentDefinition | None = None
         self.last_parts: list[dict[str, Any]] = []  # the worker's own word on the leg, written before its sentinel
         self.mirror_folded = False  # set by session_store
+        self.sessions: Any = None  # the leg's fenced session store, once it starts
 
     def on_save(self, saved: SavedCheckpoint) -> None:
         """Inside every checkpoint's transaction: the journal first, then the run's mirror and approvals."""
@@ -176,7 +177,7 @@ class _Leg:
         run = await Run.objects.aget(run_id=claim.run_id)
         definition = await sync_to_async(agent_build)(run.agent, leg=LegContext(run.run_id, claim.epoch, self.fault))
         self.definition = definition
-        store = self.session_store()
+        store = self.sessions = self.session_store()
         options = dict(
             model=definition.model,
             tools=definition.tools,
@@ -270,6 +271,12 @@ class _Leg:
 
     async def close(self, finish_reason: str, usage: dict, error: str, retry: RetryPlan | None = None) -> None:
         claim = self.claim
+        aclose = getattr(self.sessions, "aclose", None)
+        if aclose is not None:  # the store's own connection, if it opened one (runs.stores.direct)
+            try:
+                await aclose()
+            except Exception as exc:  # a connection that will not close costs nothing more than this warning
+                logger.warning("Closing the store of %s failed (%s).", claim.run_id, type(exc).__name__)
         if self.lost.is_set():
             logger.warning("Run %s is owned by a newer epoch than %d; this worker abandons it.", claim.run_id, claim.epoch)
             return

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from runs.errors import StaleOwnerError
 from runs.fencing import OwnerFence
-from runs.models import Checkpoint, Run, RunMessage
+from runs.models import Checkpoint, JournalEntry, Run, RunMessage
 from runs.runtime.codec import decode_value, encode_value
 from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
 from runs.runtime.types import AgentCheckpoint
@@ -115,6 +115,9 @@ class DatabaseSessionStore:
         self.run_changes = run_changes
         self._heads: dict[str, _Head] = {}  # fenced views only: what this view committed or loaded last, per key
         self._save_async = sync_to_async(self.save_sync)
+        # A fenced view on PostgreSQL sends its steady saves on a connection of its own (runs.stores.direct).
+        vendor = connections[DEFAULT_DB_ALIAS].vendor
+        self._postgres = direct.AsyncPostgres() if fence is not None and vendor == "postgresql" else None
 
     def __repr__(self) -> str:
         return f"DatabaseSessionStore(fence={self.fence!r})"
@@ -134,6 +137,8 @@ class DatabaseSessionStore:
             asyncio.get_running_loop()
         except RuntimeError:
             return self.save_sync(checkpoint)
+        if self._postgres is not None:
+            return self._asave_postgresql(checkpoint)
         if self._save_direct(checkpoint):
             return _DONE()
         return self._save_async(checkpoint)  # one thread hop, through a wrapper built once per view
@@ -151,8 +156,7 @@ class DatabaseSessionStore:
         return _dispatch(self.checkpoint_list_sync, run_id, include_sub_agents)
 
     async def asave(self, checkpoint: AgentCheckpoint) -> None:
-        if not self._save_direct(checkpoint):
-            await self._save_async(checkpoint)
+        await self.save(checkpoint)
 
     async def aload(self, run_id: str) -> AgentCheckpoint | None:
         return await sync_to_async(self.load_sync)(run_id)
@@ -165,6 +169,10 @@ class DatabaseSessionStore:
         # Taken out for the save: a save that fails (or rolls back) leaves this view knowing nothing, so the
         # next one reads the stored head again.
         known = self._heads.pop(key, None)
+        if known is not None and self.fence is not None:
+            row = self._save_folded_alone(checkpoint, known)
+            if row is not None:
+                return row
         try:
             return self._save_in_transaction(checkpoint, key, known)
         except BaseException:
@@ -194,6 +202,32 @@ class DatabaseSessionStore:
             if self.fence is not None:
                 committed = _Head(row.head_id, len(messages), head_plain, messages, checkpoint["status"])
                 transaction.on_commit(lambda: self._heads.__setitem__(key, committed))
+        return row
+
+    def _save_folded_alone(self, checkpoint: AgentCheckpoint, known: _Head) -> Checkpoint | None:
+        """On PostgreSQL, a steady save whose hook only writes journal parts is one statement in autocommit: the
+        fence's UPDATE, the new messages, the checkpoint and the parts, as data-modifying CTEs of one statement,
+        which is its own transaction (no BEGIN or COMMIT round trip). None when it does not apply."""
+        db = connections[DEFAULT_DB_ALIAS]
+        if db.vendor != "postgresql" or db.in_atomic_block or not db.get_autocommit():
+            return None
+        plan = self._plan_alone(db, checkpoint, known)
+        if plan is None:
+            return None
+        shared, work = plan
+        committed = False
+        try:
+            folded = self._folded(db, checkpoint, shared, work.rows() if work is not None else [])
+            with db.cursor() as cursor:
+                cursor.execute(folded.sql, folded.params)
+                written = cursor.fetchone()
+            row, head_plain = self._folded_written(folded, written)
+            committed = True
+        finally:
+            if work is not None:
+                work.done(committed)
+        messages = checkpoint["messages"]
+        self._heads[checkpoint["run_id"]] = _Head(row.head_id, len(messages), head_plain, messages, checkpoint["status"])
         return row
 
     def _save_direct(self, checkpoint: AgentCheckpoint) -> bool:
@@ -271,19 +305,32 @@ class DatabaseSessionStore:
         return row, head_plain
 
     def _save_fenced_postgresql(
-        self, db: Any, checkpoint: AgentCheckpoint, known: _Head | None
+        self, db: Any, checkpoint: AgentCheckpoint, known: _Head | None, *, journal_rows: list[tuple] = ()
     ) -> tuple[Checkpoint, bytes | None]:
         """The whole save in one statement (one round trip): the fence's UPDATE, then, only if it matched a row,
-        the new messages and the checkpoint, as data-modifying CTEs. A stale epoch matches no row: nothing is
-        written and StaleOwnerError is raised."""
+        the new messages, the checkpoint and ``journal_rows``, as data-modifying CTEs. A stale epoch matches no
+        row: nothing is written and StaleOwnerError is raised."""
+        key, messages = checkpoint["run_id"], checkpoint["messages"]
+        shared = self._shared_prefix(key, known, messages)
+        if len(messages) - shared[1] > _FOLDED_MESSAGES:  # a long first history: statement by statement
+            return self._save_statements(db, checkpoint, known)
+        folded = self._folded(db, checkpoint, shared, journal_rows)
+        with db.cursor() as cursor:
+            cursor.execute(folded.sql, folded.params)
+            written = cursor.fetchone()
+        return self._folded_written(folded, written)
+
+    def _folded(
+        self, db: Any, checkpoint: AgentCheckpoint, shared: tuple[int | None, int, bytes | None],
+        journal_rows: list[tuple],
+    ) -> _Folded:
+        """The folded statement of a save whose history shares ``shared`` with the stored head, and its params."""
         fence = self.fence
         assert fence is not None
         key, messages = checkpoint["run_id"], checkpoint["messages"]
         if fence.run_id != root_run_id(key):
             raise ValueError(f"This store is fenced to run {fence.run_id!r}, not {root_run_id(key)!r}.")
-        head_id, count, head_plain = self._shared_prefix(key, known, messages)
-        if len(messages) - count > _FOLDED_MESSAGES:  # a long first history: statement by statement
-            return self._save_statements(db, checkpoint, known)
+        head_id, count, head_plain = shared
         plains = [_encode(message) for message in messages[count:]]
         changes = self.run_changes(checkpoint) if self.run_changes is not None else {}
         params: list[Any] = [db.ops.adapt_datetimefield_value(timezone.now())]
@@ -300,14 +347,77 @@ class DatabaseSessionStore:
         else:
             checkpoint_params[5] = head_id
         params += checkpoint_params
-        with db.cursor() as cursor:
-            cursor.execute(_folded_sql_for(db.vendor, len(plains), tuple(changes)), params)
-            written = cursor.fetchone()
+        if journal_rows:  # (run, seq, is_sentinel, part, epoch, created_at): the run's id comes from the fence
+            params += [journal_rows[0][4], journal_rows[0][5]]
+            for journal_row in journal_rows:
+                params += [journal_row[1], journal_row[3]]
+        sql = _folded_sql_for(db.vendor, len(plains), tuple(changes), len(journal_rows))
+        return _Folded(sql, params, row, plains[-1] if plains else head_plain, head_id, bool(plains))
+
+    def _folded_written(self, folded: _Folded, written: tuple[Any, ...] | None) -> tuple[Checkpoint, bytes | None]:
+        """The saved row, from what the folded statement answered (nothing: the fence matched no row)."""
+        fence = self.fence
+        assert fence is not None
         if written is None:
             raise StaleOwnerError(fence.run_id, fence.epoch)
-        row.head_id = written[0] if plains else head_id
+        row = folded.row
+        row.head_id = written[0] if folded.adds_messages else folded.head_id
         row.pk = written[1]
-        return row, plains[-1] if plains else head_plain
+        row._state.adding, row._state.db = False, "default"
+        return row, folded.head_plain
+
+    def _plan_alone(self, db: Any, checkpoint: AgentCheckpoint, known: _Head) -> tuple[Any, ...] | None:
+        """What a folded save on its own (no transaction of the ORM's) needs: the shared prefix and the hook's
+        work; None when this save cannot go that way (the hook needs the ORM, a long new history, ...)."""
+        if db.vendor != "postgresql" or self.fence is None or not self.fence.knows_run_pk:
+            return None
+        shared = _known_prefix(known, checkpoint["messages"])
+        if shared is None or len(checkpoint["messages"]) - shared[1] > _FOLDED_MESSAGES:
+            return None
+        work: DirectHookWork | None = None
+        if self.on_save is not None:
+            prepare = getattr(self.on_save, "direct", None)
+            work = prepare(checkpoint, known.status, self.fence.run_pk) if prepare is not None else None
+            if work is None:
+                return None
+        return shared, work
+
+    async def _asave_postgresql(self, checkpoint: AgentCheckpoint) -> None:
+        """An async save on PostgreSQL: a steady one is its folded statement on this view's own async connection
+        (runs.stores.direct.AsyncPostgres), awaited without a thread hop; any other takes the ORM's path."""
+        key, messages = checkpoint["run_id"], checkpoint["messages"]
+        known = self._heads.get(key)
+        db = connections[DEFAULT_DB_ALIAS]
+        plan = self._plan_alone(db, checkpoint, known) if known is not None else None
+        if plan is None:
+            await self._save_async(checkpoint)
+            return
+        shared, work = plan
+        committed = False
+        del self._heads[key]  # a failed save leaves this view knowing nothing
+        try:
+            folded = self._folded(db, checkpoint, shared, work.rows() if work is not None else [])
+            try:
+                with db.wrap_database_errors:  # psycopg's errors as Django's
+                    written = await self._postgres.fetch_one(folded.sql, folded.params)
+            except direct.DirectUnavailable:
+                self._heads[key] = known
+                if work is not None:
+                    work.done(False)
+                    work = None
+                await self._save_async(checkpoint)
+                return
+            _, head_plain = self._folded_written(folded, written)
+            committed = True
+        finally:
+            if work is not None:
+                work.done(committed)
+        self._heads[key] = _Head(folded.row.head_id, len(messages), head_plain, messages, checkpoint["status"])
+
+    async def aclose(self) -> None:
+        """Close this view's own connection, if it opened one (a leg closes its store when it ends)."""
+        if self._postgres is not None:
+            await self._postgres.aclose()
 
     def _owned_run(self, run_id: str, checkpoint: AgentCheckpoint) -> tuple[int, int]:
         """The run's primary key and the epoch writing; fenced, only while that epoch owns the run."""
@@ -396,11 +506,26 @@ class DatabaseSessionStore:
         return list(Checkpoint.objects.order_by().values_list("session_key", flat=True).distinct())
 
 
+@dataclass(slots=True)
+class _Folded:
+    """A save's folded statement (PostgreSQL), its params, and what the saved row will be."""
+
+    sql: str
+    params: list[Any]
+    row: Checkpoint
+    head_plain: bytes | None
+    head_id: int | None
+    adds_messages: bool
+
+
 class DirectHookWork(Protocol):
     """What a save hook writes in a direct save's transaction (runs.stores.direct), said without the ORM."""
 
     def write(self, cursor: Any) -> None:
         """Its statements, on the direct connection's cursor, after the save's own."""
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """Its journal rows, for a save that writes them in its own statement (PostgreSQL's)."""
 
     def done(self, committed: bool) -> None:
         """The transaction committed (True) or wrote nothing (False); called once, whatever happened."""
@@ -570,7 +695,7 @@ def _adapt_run_field(db: Any, name: str, value: Any) -> Any:
 
 
 @functools.cache
-def _folded_sql_for(vendor: str, new: int, changes: tuple[str, ...]) -> str:
+def _folded_sql_for(vendor: str, new: int, changes: tuple[str, ...], journal: int = 0) -> str:
     quote = connection.ops.quote_name
 
     def cast(model: Any, name: str) -> str:
@@ -599,6 +724,13 @@ def _folded_sql_for(vendor: str, new: int, changes: tuple[str, ...]) -> str:
         f"c AS (INSERT INTO {quote(Checkpoint._meta.db_table)} ({columns}) SELECT {', '.join(values)} FROM {sources} "
         "RETURNING id)"
     )
+    if journal:
+        values = ", ".join(["(%s::integer, %s::text)"] * journal)
+        parts.append(
+            f"j AS (INSERT INTO {quote(JournalEntry._meta.db_table)} (run_id, seq, is_sentinel, part, owner_epoch, "
+            f"created_at) SELECT f.id, v.seq, false, v.part, %s::bigint, %s::timestamptz FROM f, (VALUES {values}) "
+            "AS v(seq, part))"
+        )
     head = f"(SELECT id FROM m{new})" if new else "NULL"
     return f"WITH {', '.join(parts)} SELECT {head}, c.id FROM c"
 

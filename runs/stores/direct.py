@@ -1,4 +1,4 @@
-"""Fenced writes without a thread hop, on SQLite: the event loop's thread writes on a connection of its own.
+"""Fenced writes without a thread hop: the event loop's thread writes on a connection of its own.
 
 The ORM may not run on an event loop's thread, so every async save used to hop to a worker thread and back,
 which cost more than the save itself (the hop, and the caches of another core). A SQLite save is a few
@@ -8,7 +8,10 @@ COMMIT, with the same guarantees as the ORM's path (the fence in the write's own
 nothing). The connection waits for SQLite's write lock only briefly: a busy database (another process
 writing) answers None and the caller takes the ORM's path through a thread, which waits as long as it must.
 
-PostgreSQL and every other back end answer None: their saves keep the ORM's path.
+On PostgreSQL a steady save is one statement (runs.stores.db folds the fence, the inserts and the journal parts
+into data-modifying CTEs), so a fenced view sends it on an async psycopg connection of its own, in autocommit:
+one round trip, awaited on the loop. The view opens it on its first such save and closes it with the leg
+(``aclose``); a connection that cannot be opened answers DirectUnavailable and the ORM's path takes over.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-__all__ = ["BUSY_SECONDS", "CONNECT_HOOKS", "DirectUnavailable", "close", "fenced_write", "sql"]
+__all__ = ["BUSY_SECONDS", "CONNECT_HOOKS", "AsyncPostgres", "DirectUnavailable", "close", "fenced_write", "sql"]
 
 logger = logging.getLogger("deuz.stores")
 
@@ -102,3 +105,52 @@ def close() -> None:
         held.close()
         _local.connection = None
 
+
+
+class AsyncPostgres:
+    """One fenced view's own async connection to the default PostgreSQL database, in autocommit, opened on first
+    use on the event loop that uses it. Failing to open it is remembered: the view keeps the ORM's path."""
+
+    __slots__ = ("_connection", "_failed")
+
+    def __init__(self) -> None:
+        self._connection: Any = None
+        self._failed = False
+
+    async def fetch_one(self, statement: str, params: list[Any]) -> tuple[Any, ...] | None:
+        """Run one statement (its own transaction) and answer its first row; DirectUnavailable when there is no
+        connection to run it on. A broken connection is dropped, so the next call opens a new one."""
+        connection = await self._open()
+        try:
+            async with connection.cursor() as cursor:
+                await cursor.execute(statement, params)
+                return await cursor.fetchone()
+        except BaseException:
+            if connection.broken or connection.closed:
+                self._connection = None
+            raise
+
+    async def aclose(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None and not connection.closed:
+            await connection.close()
+
+    async def _open(self) -> Any:
+        if self._connection is not None and not self._connection.closed:
+            return self._connection
+        if self._failed:
+            raise DirectUnavailable("this view could not open its connection")
+        import psycopg
+
+        db = connections[DEFAULT_DB_ALIAS]
+        params = db.get_connection_params()
+        params.pop("cursor_factory", None)
+        try:
+            self._connection = await psycopg.AsyncConnection.connect(
+                autocommit=True, cursor_factory=psycopg.AsyncClientCursor, **params
+            )
+        except psycopg.Error as exc:
+            self._failed = True
+            logger.warning("No direct connection to PostgreSQL (%s); saves go through the ORM.", type(exc).__name__)
+            raise DirectUnavailable(type(exc).__name__) from exc
+        return self._connection

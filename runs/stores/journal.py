@@ -68,12 +68,17 @@ class DatabaseStreamStateStore:
     def append_direct(self, cursor: Any, run_pk: int, parts: Sequence[StreamPart], *, first_seq: int) -> int:
         """``append`` on a sqlite3 cursor of runs.stores.direct, inside a transaction that holds the run's fence
         already (a direct checkpoint save); returns the last seq."""
+        rows = self.rows_for(run_pk, parts, first_seq=first_seq)
+        cursor.executemany(f"INSERT INTO {JournalEntry._meta.db_table} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
+        return first_seq + len(rows) - 1
+
+    def rows_for(self, run_pk: int, parts: Sequence[StreamPart], *, first_seq: int) -> list[tuple[Any, ...]]:
+        """The journal rows of ``parts`` from ``first_seq`` on, encoded and sealed, as a fenced write inserts them
+        (run, seq, is_sentinel, part, owner_epoch, created_at): a PostgreSQL save folds them into its statement."""
         assert self.fence is not None, "a direct append is a fenced view's"
         now = connection.ops.adapt_datetimefield_value(timezone.now())
         epoch = self.fence.epoch
-        rows = [(run_pk, first_seq + offset, False, _encode_part(part), epoch, now) for offset, part in enumerate(parts)]
-        cursor.executemany(f"INSERT INTO {JournalEntry._meta.db_table} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
-        return first_seq + len(rows) - 1
+        return [(run_pk, first_seq + offset, False, _encode_part(part), epoch, now) for offset, part in enumerate(parts)]
 
     def _owned(self, run_id: str) -> tuple[int, int]:
         """The run's primary key and epoch; fenced, only while the fence's epoch owns the run (the check also

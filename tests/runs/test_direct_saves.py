@@ -22,7 +22,7 @@ from tests.runs.test_store_contract import checkpoint, history
 pytestmark = pytest.mark.django_db(transaction=True)
 
 sqlite_only = pytest.mark.skipif(
-    "connection.vendor != 'sqlite'", reason="direct saves are SQLite's; PostgreSQL's saves take the ORM's path"
+    "connection.vendor != 'sqlite'", reason="the loop's own SQLite connection; PostgreSQL's own async connection is tested below"
 )
 
 
@@ -100,6 +100,7 @@ def test_the_journal_parts_of_a_refused_async_save_are_written_by_the_next_one(r
         await sync_to_async(Run.objects.filter(run_id="r1").update)(owner_epoch=3)
         parts.append({"type": "text-delta", "text": "c"})
         await store.save(checkpoint(step=1, messages=history(4)))
+        await store.aclose()
 
     asyncio.run(saves())
     assert journal_texts() == [(0, "a"), (1, "b"), (2, "c")]
@@ -117,7 +118,8 @@ def test_a_save_rolled_back_after_its_hook_flushed_the_journal_leaves_no_gap(run
     monkeypatch.setattr("runs.legs.approval_checkpoint_saved", approvals_fail)
     parts.append({"type": "text-delta", "text": "b"})
     with pytest.raises(RuntimeError):
-        store.save(checkpoint(step=1, messages=history(4)))  # the journal flush ran, then the transaction rolled back
+        # a suspension's save: the journal flush ran, then recording its requests failed and the save rolled back
+        store.save(checkpoint(step=1, messages=history(4), status="suspended"))
     monkeypatch.undo()
     parts.append({"type": "text-delta", "text": "c"})
     store.save(checkpoint(step=2, messages=history(6)))
@@ -179,3 +181,64 @@ def test_a_stale_journal_writers_tick_is_refused_on_the_direct_path(run_r1, dire
     with pytest.raises(StaleOwnerError):
         asyncio.run(writer.tick())
     assert journal_texts() == [(0, "a")]
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="the folded statement is PostgreSQL's")
+def test_a_steady_postgresql_save_writes_its_journal_parts_in_its_one_statement(run_r1):
+    from django.test.utils import CaptureQueriesContext
+
+    leg, store = leg_store()
+    parts = leg.writer.source.parts
+    parts.append({"type": "text-delta", "text": "a"})
+    store.save(checkpoint(step=0, messages=history(2)))
+    parts.extend([{"type": "text-delta", "text": "b"}, {"type": "text-delta", "text": "c"}])
+    with CaptureQueriesContext(connection) as queries:
+        store.save(checkpoint(step=1, messages=history(4)))
+    assert [query["sql"][:6] for query in queries.captured_queries] == ["WITH f"]
+    assert journal_texts() == [(0, "a"), (1, "b"), (2, "c")]
+
+
+postgresql_only = pytest.mark.skipif(
+    "connection.vendor != 'postgresql'", reason="a view's own async connection is PostgreSQL's"
+)
+
+
+def _connections_here() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+@postgresql_only
+def test_steady_async_postgresql_saves_go_on_the_views_own_connection_closed_with_it(run_r1):
+    leg, store = leg_store()
+    before = _connections_here()
+    seen = {}
+
+    async def saves():
+        await store.save(checkpoint(step=0, messages=history(2)))
+        for step in range(1, 4):
+            await store.save(checkpoint(step=step, messages=history(2 * step + 2)))
+        seen["open"] = await sync_to_async(_connections_here)()
+        await store.aclose()
+
+    asyncio.run(saves())
+    assert DatabaseSessionStore().load("r1")["messages"] == history(8)
+    assert seen["open"] >= before + 1 and _connections_here() <= seen["open"] - 1
+
+
+@postgresql_only
+def test_a_stale_owners_async_postgresql_save_is_refused_and_writes_nothing(run_r1):
+    leg, store = leg_store()
+
+    async def saves():
+        await store.save(checkpoint(step=0, messages=history(2)))
+        await sync_to_async(Run.objects.filter(run_id="r1").update)(owner_epoch=4)
+        try:
+            with pytest.raises(StaleOwnerError):
+                await store.save(checkpoint(step=1, messages=history(4)))
+        finally:
+            await store.aclose()
+
+    asyncio.run(saves())
+    assert (Checkpoint.objects.count(), RunMessage.objects.count()) == (1, 2)
