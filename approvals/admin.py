@@ -1,6 +1,6 @@
 """Admin for approval requests: read-only, with Approve / Deny actions that call approval_decide,
-as the API and the console do. The token is a bearer credential: only its start is ever shown, and only to
-users who may decide; the actions are offered to them alone."""
+as the API and the console do. The token is a bearer credential: only a preview of its digest is ever shown,
+and only to users who may decide; the actions are offered to them alone."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ and the admin's actions call the same services as the API."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -37,19 +38,20 @@ from runs.services import run_cancel, run_requeue
 from runs.stop_switch import effects_release, effects_stop
 from runs.stores import get_store
 
-TOKEN_PREVIEW_LENGTH = 12
+TOKEN_PREVIEW_LENGTH = 12  # hex digits of the digest
 #: What stands for an approval token to a user who may not decide: not even its start.
 TOKEN_HIDDEN = "(hidden)"
 
 
 def token_preview(token: str) -> str:
-    """The start of a bearer token, enough to tell two apart, never enough to use one."""
-    return f"{token[:TOKEN_PREVIEW_LENGTH]}…" if token else "-"
+    """The start of a bearer token's SHA-256 digest (the digest a run's receipt keeps): enough to tell two apart,
+    never enough to use one. Not the token's own start: every token opens with the same encoded header."""
+    return f"sha256:{hashlib.sha256(token.encode()).hexdigest()[:TOKEN_PREVIEW_LENGTH]}…" if token else "-"
 
 
 def _redact_tokens(value: Any, *, preview: bool) -> Any:
-    """``value`` with every ``token`` entry (approval tokens in pending approvals) cut to a preview, or hidden
-    altogether when ``preview`` is false."""
+    """``value`` with every ``token`` entry (approval tokens in pending approvals) replaced by its preview, or
+    hidden altogether when ``preview`` is false."""
     if isinstance(value, dict):
         return {
             key: (token_preview(item) if preview else TOKEN_HIDDEN) if key == "token" and isinstance(item, str)
@@ -62,8 +64,8 @@ def _redact_tokens(value: Any, *, preview: bool) -> Any:
 
 
 class TokenRedactingAdmin(admin.ModelAdmin):
-    """Shows approval tokens' starts only to users who may decide (issue #11: tokens are never shown to anyone
-    who cannot decide). ``token_fields`` maps each field that shows a token's start to the one shown instead to
+    """Shows approval tokens' previews only to users who may decide (issue #11: tokens are never shown to anyone
+    who cannot decide). ``token_fields`` maps each field that shows a token's preview to the one shown instead to
     everyone else (``None``: the field is left out)."""
 
     token_fields: dict[str, str | None] = {}
