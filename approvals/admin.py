@@ -1,16 +1,18 @@
 """Admin for approval requests: read-only, with Approve / Deny actions that call approval_decide,
-as the API and the console do. The token is a bearer credential, so only its start is ever shown."""
+as the API and the console do. The token is a bearer credential: only a preview of its digest is ever shown,
+and only to users who may decide; the actions are offered to them alone."""
 
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
-from approvals.access import DECIDE_APPROVALS
+from approvals.access import approval_is_decidable_by
 from approvals.errors import ApprovalError
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_state
@@ -21,6 +23,8 @@ from runs.presenters.timeline import verdict_label
 from runs.templatetags.deuz_pages import agent_path, json_compact, json_highlight
 
 ADMIN_REASON = "Decided in the admin"
+NOT_ALLOWED = "You do not have permission to decide approval requests."
+DECISION_ACTIONS = ("approve_selected", "deny_selected")
 
 
 @admin.register(ApprovalRequest)
@@ -38,7 +42,8 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
         "status", "issued_at", "expires_at", "decided_by", "decided_at", "reason",
     ]
     readonly_fields = ["input_pretty"]
-    actions = ["approve_selected", "deny_selected"]
+    token_fields = {"token_start": None}
+    actions = list(DECISION_ACTIONS)
 
     class Media:
         css = {"all": ["deuz/admin.css"]}
@@ -82,19 +87,29 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
     def token_start(self, request: ApprovalRequest) -> str:
         return token_preview(request.token)
 
-    @admin.action(description="Approve selected")
+    def has_decide_permission(self, request: HttpRequest) -> bool:
+        return approval_is_decidable_by(user=request.user)
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        # The actions are not offered to users who cannot decide, so Django would answer their forged POST with
+        # "No action selected"; say why instead (the 403 page shows the reason), and decide nothing.
+        if request.method == "POST" and not self.has_decide_permission(request) and any(
+            action in DECISION_ACTIONS for action in request.POST.getlist("action")
+        ):
+            raise PermissionDenied(NOT_ALLOWED)
+        return super().changelist_view(request, extra_context)
+
+    @admin.action(description="Approve selected", permissions=["decide"])
     def approve_selected(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> None:
         self._decide(request, queryset, approved=True)
 
-    @admin.action(description="Deny selected")
+    @admin.action(description="Deny selected", permissions=["decide"])
     def deny_selected(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> None:
         self._decide(request, queryset, approved=False)
 
     def _decide(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest], *, approved: bool) -> None:
-        # Checked here rather than hiding the action, so a staff user without the permission is told why.
-        if not request.user.has_perm(DECIDE_APPROVALS):
-            self.message_user(request, "You do not have permission to decide approval requests.", messages.ERROR)
-            return
+        if not self.has_decide_permission(request):  # a second line behind the hidden action
+            raise PermissionDenied(NOT_ALLOWED)
         decided = 0
         for approval in queryset.select_related("run").order_by("id"):
             try:

@@ -3,7 +3,7 @@ the home page."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from deuz_project import views
@@ -39,4 +39,7 @@ urlpatterns = [
     path("api/", include("runs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(custom_settings=SCHEMA_SETTINGS), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    # Last: any other /api/ path (ending in a slash, so APPEND_SLASH still redirects /api/runs) answers the JSON
+    # 404 even with DEBUG on, where Django would render its HTML debug page instead of handler404.
+    re_path(r"^api/(?:.*/)?$", views.api_not_found),
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.db import DatabaseError, connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views import defaults
 from django.views.decorators.cache import never_cache
@@ -13,7 +13,7 @@ from django.views.decorators.http import require_safe
 
 from deuz_project.middleware import is_api_path
 
-__all__ = ["bad_request", "healthz", "home", "page_not_found", "permission_denied", "server_error"]
+__all__ = ["api_not_found", "bad_request", "healthz", "home", "page_not_found", "permission_denied", "server_error"]
 
 logger = logging.getLogger("deuz.health")
 
@@ -65,6 +65,11 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_api_path(request):
         return JsonResponse({"detail": "Not found: no API endpoint or object at this path."}, status=404)
     return defaults.page_not_found(request, exception)
+
+
+def api_not_found(request: HttpRequest) -> HttpResponse:
+    """The route of every /api/ path no endpoint has: the JSON 404, whatever DEBUG says."""
+    return page_not_found(request, Http404())
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -3,6 +3,7 @@ and the admin's actions call the same services as the API."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -14,6 +15,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
+from approvals.access import approval_is_decidable_by
 from runs.access import effect_is_resolvable_by
 from runs.agents import agent_names
 from runs.effects import effect_resolve, effect_transition_list
@@ -36,27 +38,47 @@ from runs.services import run_cancel, run_requeue
 from runs.stop_switch import effects_release, effects_stop
 from runs.stores import get_store
 
-TOKEN_PREVIEW_LENGTH = 12
+TOKEN_PREVIEW_LENGTH = 12  # hex digits of the digest
+#: What stands for an approval token to a user who may not decide: not even its start.
+TOKEN_HIDDEN = "(hidden)"
 
 
 def token_preview(token: str) -> str:
-    """The start of a bearer token, enough to tell two apart, never enough to use one."""
-    return f"{token[:TOKEN_PREVIEW_LENGTH]}…" if token else "-"
+    """The start of a bearer token's SHA-256 digest (the digest a run's receipt keeps): enough to tell two apart,
+    never enough to use one. Not the token's own start: every token opens with the same encoded header."""
+    return f"sha256:{hashlib.sha256(token.encode()).hexdigest()[:TOKEN_PREVIEW_LENGTH]}…" if token else "-"
 
 
-def _redact_tokens(value: Any) -> Any:
-    """``value`` with every ``token`` entry (approval tokens in pending approvals) cut to a preview."""
+def _redact_tokens(value: Any, *, preview: bool) -> Any:
+    """``value`` with every ``token`` entry (approval tokens in pending approvals) replaced by its preview, or
+    hidden altogether when ``preview`` is false."""
     if isinstance(value, dict):
         return {
-            key: token_preview(item) if key == "token" and isinstance(item, str) else _redact_tokens(item)
+            key: (token_preview(item) if preview else TOKEN_HIDDEN) if key == "token" and isinstance(item, str)
+            else _redact_tokens(item, preview=preview)
             for key, item in value.items()
         }
     if isinstance(value, list):
-        return [_redact_tokens(item) for item in value]
+        return [_redact_tokens(item, preview=preview) for item in value]
     return value
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class TokenRedactingAdmin(admin.ModelAdmin):
+    """Shows approval tokens' previews only to users who may decide (issue #11: tokens are never shown to anyone
+    who cannot decide). ``token_fields`` maps each field that shows a token's preview to the one shown instead to
+    everyone else (``None``: the field is left out)."""
+
+    token_fields: dict[str, str | None] = {}
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        fields = super().get_fields(request, obj)
+        if approval_is_decidable_by(user=request.user):
+            return fields
+        swapped = (self.token_fields.get(name, name) for name in fields)
+        return [name for name in swapped if name is not None]
+
+
+class ReadOnlyAdmin(TokenRedactingAdmin):
     """Shows records and changes none: no add, change or delete, for anyone."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -159,14 +181,22 @@ class CheckpointAdmin(ReadOnlyAdmin):
         "run", "session_key", "step_index", "status", "usage", "agent_path", "message_count", "owner_epoch",
         "created_at_ms", "recorded_at", "decoded",
     ]
+    token_fields = {"decoded": "decoded_without_tokens"}
 
     @admin.display(description="checkpoint (decoded; approval tokens shortened)")
     def decoded(self, checkpoint: Checkpoint) -> str:
+        return self._decoded(checkpoint, preview=True)
+
+    @admin.display(description="checkpoint (decoded; approval tokens hidden)")
+    def decoded_without_tokens(self, checkpoint: Checkpoint) -> str:
+        return self._decoded(checkpoint, preview=False)
+
+    def _decoded(self, checkpoint: Checkpoint, *, preview: bool) -> str:
         try:
             value = get_store("sessions").checkpoint_from_row(checkpoint)
         except SealedDataError as exc:
             return format_html("<em>{}</em>", str(exc))
-        text = json.dumps(_redact_tokens(encode_value(value)), ensure_ascii=False, indent=2)
+        text = json.dumps(_redact_tokens(encode_value(value), preview=preview), ensure_ascii=False, indent=2)
         return format_html("<pre>{}</pre>", text)
 
 
@@ -177,6 +207,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
     search_fields = ["run__run_id"]
     list_select_related = ["run"]
     fields = ["run", "seq", "is_sentinel", "owner_epoch", "created_at", "part_shown"]
+    token_fields = {"part_shown": "part_without_tokens"}
 
     @admin.display(description="type")
     def part_type(self, entry: JournalEntry) -> str:
@@ -184,10 +215,16 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="part (approval tokens shortened)")
     def part_shown(self, entry: JournalEntry) -> str:
+        return self._part(entry, preview=True)
+
+    @admin.display(description="part (approval tokens hidden)")
+    def part_without_tokens(self, entry: JournalEntry) -> str:
+        return self._part(entry, preview=False)
+
+    def _part(self, entry: JournalEntry, *, preview: bool) -> str:
         # Approval-request parts carry the bearer token.
-        return format_html(
-            "<pre>{}</pre>", json.dumps(_redact_tokens(entry.decoded_part), ensure_ascii=False, indent=2)
-        )
+        text = json.dumps(_redact_tokens(entry.decoded_part, preview=preview), ensure_ascii=False, indent=2)
+        return format_html("<pre>{}</pre>", text)
 
 
 @admin.register(Leg)

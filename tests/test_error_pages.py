@@ -35,6 +35,19 @@ def test_an_unknown_api_path_answers_json_404(client, path):
     assert response.json() == {"detail": "Not found: no API endpoint or object at this path."}
 
 
+@pytest.mark.parametrize("path", ["/api/nope/", "/api/runs/r1/approvals/", "/api/runs/r1/nope/extra/"])
+def test_an_unknown_api_path_answers_json_404_with_debug_on_too(client, settings, path):
+    settings.DEBUG = True  # ./scripts/dev: Django would answer its HTML debug page, not handler404
+    response = client.get(path)
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Not found: no API endpoint or object at this path."}
+
+
+def test_an_api_path_without_its_slash_is_still_redirected_to_it(client):
+    response = client.get("/api/runs")
+    assert (response.status_code, response["Location"]) == (301, "/api/runs/")
+
+
 def test_an_unknown_page_answers_a_404_page_naming_the_path(client):
     html = assert_plain_page(client.get("/no-such-page/"), 404, "Not found")
     assert "Nothing is at <code>/no-such-page/</code>." in html

@@ -33,6 +33,7 @@ from runs.errors import SealedDataError
 from runs.presenters.outcome import run_first_request
 from runs.presenters.state import run_people_state
 from runs.presenters.timeline import run_evidence_list, run_step_list, verdict_label
+from runs.selectors import run_checkpoint_rows
 
 __all__ = ["approval_detail", "approval_queue"]
 
@@ -147,6 +148,15 @@ def _closed_answer(row: ApprovalRequest, item: ReviewItem, *, approved: bool) ->
     return f"{item.label}{when}{reason}. It was decided before yours, so {mine}."
 
 
+def _evidence_before(row: ApprovalRequest) -> list[Any]:
+    """The tool results the run had when it asked (its checkpoints up to the one that asked), so a decided
+    request's page does not count the call's own result, or anything after it, as evidence for the verdict."""
+    rows = list(run_checkpoint_rows(run=row.run))
+    if row.revision_id is not None:
+        rows = [checkpoint for checkpoint in rows if checkpoint.pk <= row.revision_id]
+    return run_evidence_list(run=row.run, rows=rows)
+
+
 @reviewer_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def approval_detail(request: HttpRequest, run_id: str, approval_id: str) -> HttpResponse:
@@ -189,7 +199,7 @@ def approval_detail(request: HttpRequest, run_id: str, approval_id: str) -> Http
         "item": item,
         "run": row.run,
         "state": run_people_state(row.run),
-        "evidence": run_evidence_list(run=row.run),
+        "evidence": _evidence_before(row),
         "steps": run_step_list(run=row.run)[-10:],
         "error": error,
         "confirming": confirming,

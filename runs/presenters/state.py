@@ -106,7 +106,9 @@ def run_people_state(
         key, label = "waiting", "Waiting for review"
         tools = ", ".join(request.tool_name for request in approval_pending_list(run=run)) or "no request is open"
         why = f"Waiting for a reviewer's verdict on {tools}; no worker is held while it waits."
-        owner, action = "No worker: a reviewer decides", "Approve or deny the pending request in the console."
+        # Said to everyone who reads the run (its creator and support too), so it names who acts, not "you".
+        owner = "No worker: a reviewer decides"
+        action = "A reviewer approves or denies the request in the console; then the run continues by itself."
     elif run.status == Status.COMPLETED:
         key, label = ("recovered", "Recovered, completed") if recovered else ("completed", "Completed")
         why = (

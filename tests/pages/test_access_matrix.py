@@ -18,7 +18,8 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from approvals.models import ApprovalRequest
-from runs.models import Run
+from runs.admin import token_preview
+from runs.models import Checkpoint, JournalEntry, Run
 from tests.pages.conftest import ROLES
 from tests.pages.test_live_updates import as_user
 
@@ -52,6 +53,8 @@ PAGES = {
                        row("login", "login", "login", 200, 200, 403, 200)),
     "admin journal": ("get", "/admin/runs/journalentry/", row("login", "login", "login", 200, 200, 403, 200)),
     "admin users": ("get", "/admin/auth/user/", row("login", "login", "login", 403, 403, 403, 200)),
+    "admin decision": ("post", "/admin/approvals/approvalrequest/",
+                       row("login", "login", "login", 403, 302, 403, 302)),
 }
 
 SOCKETS = {
@@ -78,7 +81,10 @@ def test_each_page_answers_each_role_as_its_rights_say(browser_for, suspended, r
     method, path, answers = PAGES[page]
     path = path.format(approval=suspended.approval_id, pk=suspended.pk, run_pk=suspended.run.pk)
     client = browser_for(role)
-    body = {"verdict": "approve", "confirm": "yes"} if page == "console verdict" else {}
+    body = {
+        "console verdict": {"verdict": "approve", "confirm": "yes"},
+        "admin decision": {"action": "approve_selected", "_selected_action": [suspended.pk]},
+    }.get(page, {})
     response = getattr(client, method)(path, body)
     assert answer(response, path) == answers[role]
 
@@ -114,6 +120,30 @@ def test_only_deciders_change_a_request(browser_for, suspended, role):
 def test_no_page_shows_an_approval_token(browser_for, suspended, role):
     client = browser_for(role)
     paths = ["/", "/runs/", "/runs/r1/", "/runs/r1/live/", "/console/", f"/console/r1/{suspended.approval_id}/",
-             f"/admin/approvals/approvalrequest/{suspended.pk}/change/"]
+             *_token_pages(suspended)]
     shown = [path for path in paths if suspended.token in client.get(path).content.decode()]
     assert shown == []
+
+
+def _token_pages(suspended: ApprovalRequest) -> list[str]:
+    """The admin pages that hold r1's approval token: the request, its suspended checkpoint, its journal part."""
+    checkpoint = Checkpoint.objects.get(run=suspended.run, status="suspended")
+    part = next(entry for entry in JournalEntry.objects.filter(run=suspended.run, is_sentinel=False)
+                if entry.decoded_part["type"] == "tool-approval-request")
+    return [f"/admin/approvals/approvalrequest/{suspended.pk}/change/",
+            f"/admin/runs/checkpoint/{checkpoint.pk}/change/", f"/admin/runs/journalentry/{part.pk}/change/"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_only_deciders_see_even_a_preview_of_an_approval_token(browser_for, suspended, role):
+    client, paths, preview = browser_for(role), _token_pages(suspended), token_preview(suspended.token)
+    shown = [path for path in paths if preview in client.get(path).content.decode()]
+    assert shown == (paths if role in (R, U) else [])
+
+
+@pytest.mark.parametrize("role", [S, R, U])
+def test_only_deciders_are_offered_the_admin_decision_actions(browser_for, suspended, role):
+    content = browser_for(role).get("/admin/approvals/approvalrequest/").content.decode()
+    offered = [action for action in ("approve_selected", "deny_selected") if f'value="{action}"' in content]
+    assert offered == (["approve_selected", "deny_selected"] if role != S else [])
+

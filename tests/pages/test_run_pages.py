@@ -92,7 +92,7 @@ def test_a_waiting_run_says_what_it_waits_for_and_what_to_do(staff_browser, drai
     drain_runs()
     html = staff_browser.get("/runs/wait-1/").content.decode()
     assert 'data-state="waiting"' in html
-    assert "Approve or deny the pending request in the console." in html
+    assert "A reviewer approves or denies the request in the console; then the run continues by itself." in html
     assert "Last confirmed event" in html
     assert 'href="/runs/wait-1/live/"' in html
 

@@ -47,6 +47,14 @@ def test_a_running_run_cancelled_shows_the_request_then_the_stop(support, start,
     assert "Cancel requested by root" in steps_text(html)
 
 
+def test_a_cancelled_runs_unanswered_call_says_no_result_will_come(support, suspended, users):
+    assert '<p class="call-pending">No result yet.</p>' in support.get("/runs/r1/").content.decode()
+    run_cancel(run_id="r1", user=users["owner"])
+    html = support.get("/runs/r1/").content.decode()
+    assert '<p class="call-pending">No result: the run was cancelled before this call returned.</p>' in html
+    assert "No result yet." not in html
+
+
 def test_the_run_page_names_the_canceller_in_its_summary(support, suspended, users):
     run_cancel(run_id="r1", user=users["owner"])
     html = support.get("/runs/r1/").content.decode()

@@ -6,11 +6,14 @@ import pytest
 from django.contrib import messages
 from django.contrib.admin.sites import site
 from django.contrib.auth.models import Permission, User
+from django.test import Client
 from django.test import RequestFactory
 from django.urls import reverse
 
+from approvals.access import REVIEWERS_GROUP, SUPPORT_GROUP
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
+from approvals.services import approval_decide, role_group_ensure
+from runs.admin import token_preview
 from runs.models import Checkpoint, Effect, JournalEntry, Leg, Run, RunMessage, SandboxPayment
 from runs.services import run_start
 
@@ -48,6 +51,31 @@ def _post_action(client, model, action: str, objects) -> object:
 @pytest.fixture
 def paid_run(drain_runs):
     return _paid(drain_runs)
+
+
+def _staff_client(username: str, group: str) -> tuple[Client, User]:
+    user = User.objects.create_user(username, password="not-used", is_staff=True)
+    user.groups.add(role_group_ensure(group))
+    client = Client()
+    client.force_login(user)
+    return client, user
+
+
+@pytest.fixture
+def support_client():
+    """A staff user in the support group: reads every record, decides nothing."""
+    return _staff_client("sue", SUPPORT_GROUP)[0]
+
+
+@pytest.fixture
+def reviewer_staff():
+    """A staff user in the reviewers group, and their signed-in client."""
+    return _staff_client("rita", REVIEWERS_GROUP)
+
+
+def _request_part(run: Run) -> JournalEntry:
+    return next(e for e in JournalEntry.objects.filter(run=run, is_sentinel=False)
+                if e.decoded_part["type"] == "tool-approval-request")
 
 
 # Each model with a field whose value its changelist must show for the paid run's records.
@@ -99,18 +127,16 @@ def test_checkpoint_page_shortens_the_approval_tokens_it_holds(admin_client, dra
     content = admin_client.get(_url(Checkpoint, "change", checkpoint.pk)).content.decode()
     assert "pay_expense" in content
     assert token not in content
-    assert token[:12] + "…" in content
+    assert token_preview(token) in content
 
 
 def test_journal_page_shortens_the_approval_token_of_a_request_part(admin_client, drain_runs):
     run = _suspended(drain_runs)
     token = ApprovalRequest.objects.get(run=run).token
-    entry = next(e for e in JournalEntry.objects.filter(run=run, is_sentinel=False)
-                 if e.decoded_part["type"] == "tool-approval-request")
-    content = admin_client.get(_url(JournalEntry, "change", entry.pk)).content.decode()
+    content = admin_client.get(_url(JournalEntry, "change", _request_part(run).pk)).content.decode()
     assert "pay_expense" in content
     assert token not in content
-    assert token[:12] + "…" in content
+    assert token_preview(token) in content
 
 
 def test_run_message_page_shows_a_size_not_the_stored_bytes(admin_client, paid_run):
@@ -120,11 +146,17 @@ def test_run_message_page_shows_a_size_not_the_stored_bytes(admin_client, paid_r
     assert "Reimburse exp-1042" not in content
 
 
-def test_approval_page_shows_only_the_start_of_the_token(admin_client, drain_runs):
+def test_approval_page_shows_only_a_preview_of_the_token(admin_client, drain_runs):
     request = ApprovalRequest.objects.get(run=_suspended(drain_runs))
     content = admin_client.get(_url(ApprovalRequest, "change", request.pk)).content.decode()
     assert request.token not in content
-    assert request.token[:12] + "…" in content
+    assert token_preview(request.token) in content
+
+
+def test_two_tokens_previews_differ(drain_runs):
+    first, second = (ApprovalRequest.objects.get(run=_suspended(drain_runs, run_id)).token for run_id in ("a", "b"))
+    assert first[:12] == second[:12]  # the tokens' shared encoded header: their own start tells nothing apart
+    assert token_preview(first) != token_preview(second)
 
 
 def test_approve_action_approves_the_request_and_queues_the_run(admin_client, admin_user, drain_runs):
@@ -156,17 +188,86 @@ def test_deciding_a_decided_request_reports_an_error_not_a_500(admin_client, dra
     assert request.status == "denied"
 
 
-def test_staff_without_the_reviewer_permission_cannot_decide(client, drain_runs):
-    staff = User.objects.create_user("support", password="pw", is_staff=True)
+def test_staff_with_only_the_view_permission_cannot_decide(client, drain_runs):
+    staff = User.objects.create_user("viewer", password="pw", is_staff=True)
     staff.user_permissions.add(Permission.objects.get(codename="view_approvalrequest"))
     client.force_login(staff)
     run = _suspended(drain_runs)
     request = ApprovalRequest.objects.get(run=run)
     response = _post_action(client, ApprovalRequest, "approve_selected", [request])
-    assert (messages.ERROR, "You do not have permission to decide approval requests.") in _messages(response)
+    assert response.status_code == 403
     request.refresh_from_db()
     assert (request.status, request.decided_by) == ("pending", None)
     assert Run.objects.get(pk=run.pk).status == "suspended"
+
+
+# Support reads the approval records but cannot decide: no token, not even its start, and no decision action.
+
+
+def test_support_sees_no_token_on_the_approval_page(support_client, drain_runs):
+    request = ApprovalRequest.objects.get(run=_suspended(drain_runs))
+    content = support_client.get(_url(ApprovalRequest, "change", request.pk)).content.decode()
+    assert "pay_expense" in content
+    assert request.token[:12] not in content and token_preview(request.token) not in content
+
+
+def test_support_sees_no_token_in_a_checkpoint(support_client, drain_runs):
+    run = _suspended(drain_runs)
+    token = ApprovalRequest.objects.get(run=run).token
+    checkpoint = Checkpoint.objects.get(run=run, status="suspended")
+    content = support_client.get(_url(Checkpoint, "change", checkpoint.pk)).content.decode()
+    assert "pay_expense" in content
+    assert token[:12] not in content and token_preview(token) not in content
+    assert '"token": "(hidden)"' in content.replace("&quot;", '"')
+
+
+def test_support_sees_no_token_in_a_journal_part(support_client, drain_runs):
+    run = _suspended(drain_runs)
+    token = ApprovalRequest.objects.get(run=run).token
+    content = support_client.get(_url(JournalEntry, "change", _request_part(run).pk)).content.decode()
+    assert "pay_expense" in content
+    assert token[:12] not in content and token_preview(token) not in content
+
+
+def test_support_is_offered_no_decision_action(support_client, drain_runs):
+    _suspended(drain_runs)
+    content = support_client.get(_url(ApprovalRequest, "changelist")).content.decode()
+    assert "pay_expense" in content
+    assert "approve_selected" not in content
+    assert "deny_selected" not in content
+
+
+@pytest.mark.parametrize("action", ["approve_selected", "deny_selected"])
+def test_a_forged_decision_post_from_support_is_refused_and_decides_nothing(support_client, drain_runs, action):
+    run = _suspended(drain_runs)
+    request = ApprovalRequest.objects.get(run=run)
+    response = _post_action(support_client, ApprovalRequest, action, [request])
+    assert response.status_code == 403
+    assert "You do not have permission to decide approval requests." in response.content.decode()
+    request.refresh_from_db()
+    assert (request.status, request.decided_by) == ("pending", None)
+    assert Run.objects.get(pk=run.pk).status == "suspended"
+
+
+def test_a_reviewer_sees_the_token_start_and_the_decision_actions(reviewer_staff, drain_runs):
+    client, _ = reviewer_staff
+    request = ApprovalRequest.objects.get(run=_suspended(drain_runs))
+    change = client.get(_url(ApprovalRequest, "change", request.pk)).content.decode()
+    changelist = client.get(_url(ApprovalRequest, "changelist")).content.decode()
+    assert token_preview(request.token) in change
+    assert request.token not in change
+    assert 'value="approve_selected"' in changelist and 'value="deny_selected"' in changelist
+
+
+def test_a_reviewer_decides_in_the_admin(reviewer_staff, drain_runs):
+    client, reviewer = reviewer_staff
+    run = _suspended(drain_runs)
+    request = ApprovalRequest.objects.get(run=run)
+    response = _post_action(client, ApprovalRequest, "deny_selected", [request])
+    request.refresh_from_db()
+    assert (request.status, request.decided_by) == ("denied", reviewer)
+    assert (messages.SUCCESS, "1 request(s) denied.") in _messages(response)
+    assert Run.objects.get(pk=run.pk).status == "queued"
 
 
 def test_cancel_action_cancels_the_run(admin_client, drain_runs):
