@@ -32,6 +32,7 @@ from runs.models import (
     SandboxCommand,
     SandboxPayment,
 )
+from runs.presenters.outcome import RUN_LIST_PREFETCH, run_list_outcome
 from runs.runtime.codec import encode_value
 from runs.sealing import unseal
 from runs.services import run_cancel, run_requeue
@@ -127,13 +128,13 @@ def _total_tokens(usage: dict[str, Any] | None) -> int:
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = [
-        "run_id", "agent", "status", "created_by", "step_index", "total_tokens", "owner_epoch", "worker_id",
-        "created_at",
+        "run_id", "agent", "status", "outcome", "created_by", "step_index", "total_tokens", "owner_epoch",
+        "worker_id", "created_at",
     ]
     list_filter = ["status", "agent", "cancel_requested"]
     search_fields = ["run_id", "created_by__username"]
     date_hierarchy = "created_at"
-    list_select_related = ["created_by"]
+    list_select_related = ["created_by", "cancelled_by"]
     fields = [
         "run_id", "agent", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
         "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "retry_at", "retry_attempt",
@@ -141,6 +142,14 @@ class RunAdmin(ReadOnlyAdmin):
     ]
     inlines = [LegInline, EffectInline]
     actions = ["cancel_selected", "resume_selected"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        return super().get_queryset(request).prefetch_related(*RUN_LIST_PREFETCH)
+
+    @admin.display(description="outcome")
+    def outcome(self, run: Run) -> str:
+        """What the run came to (a denied payment and a paid one both complete; this tells them apart)."""
+        return run_list_outcome(run)[1].label
 
     @admin.display(description="total tokens")
     def total_tokens(self, run: Run) -> int:

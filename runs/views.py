@@ -18,8 +18,7 @@ from runs.access import run_is_cancellable_by, run_is_readable_by, runs_readable
 from runs.errors import RunNotFound, RunNotResumable
 from runs.forms import RunFilterForm
 from runs.models import Run
-from runs.presenters.outcome import run_first_request, run_outcome
-from runs.presenters.state import run_people_state
+from runs.presenters.outcome import RUN_LIST_PREFETCH, run_first_request, run_list_outcome
 from runs.presenters.timeline import run_page_get, run_verdict_list
 from runs.selectors import run_get, run_list
 from runs.services import run_cancel
@@ -49,17 +48,12 @@ def run_list_page(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "runs/list.html", {"form": form, "rows": [], "page": None}, status=400)
     runs = form.filter(runs_readable_by(run_list(), user=request.user))
-    runs = runs.select_related("created_by", "cancelled_by").prefetch_related(
-        "legs", "effects", "approval_requests__decided_by"
-    )
+    runs = runs.select_related("created_by", "cancelled_by").prefetch_related(*RUN_LIST_PREFETCH)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     rows = []
     for run in page.object_list:
-        legs, effects = list(run.legs.all()), list(run.effects.all())
-        state = run_people_state(run, legs=legs, effects=effects, include_last_event=False)
-        requests = sorted(run.approval_requests.all(), key=lambda request: request.pk)
-        rows.append({"run": run, "state": state, "request": run_first_request(run),
-                     "outcome": run_outcome(run, state=state, effects=effects, requests=requests)})
+        state, outcome = run_list_outcome(run)
+        rows.append({"run": run, "state": state, "request": run_first_request(run), "outcome": outcome})
     return render(request, "runs/list.html", {
         "form": form, "page": page, "rows": rows, "is_filtered": any(form.cleaned_data.values()),
         "previous_query": form.query_string(page=page.previous_page_number()) if page.has_previous() else "",

@@ -12,10 +12,10 @@ from typing import Any
 
 from approvals.models import ApprovalRequest
 from runs.models import Effect, Run
-from runs.presenters.state import PeopleState
+from runs.presenters.state import PeopleState, run_people_state
 from runs.runtime.codec import decode_value
 
-__all__ = ["Outcome", "run_first_request", "run_outcome"]
+__all__ = ["RUN_LIST_PREFETCH", "Outcome", "run_first_request", "run_list_outcome", "run_outcome"]
 
 Verdict = ApprovalRequest.Status
 
@@ -41,6 +41,18 @@ def _effect_done(effect: Effect) -> str:
         text = f"{effect.tool_name} done"
     reference = receipt.get("transaction_id")
     return f"{text} ({reference})" if reference else text
+
+
+#: What ``run_list_outcome`` reads of each run, to prefetch for a list of them.
+RUN_LIST_PREFETCH = ("legs", "effects", "approval_requests__decided_by")
+
+
+def run_list_outcome(run: Run) -> tuple[PeopleState, Outcome]:
+    """A listed run's state and outcome, from its prefetched RUN_LIST_PREFETCH (the run list, the admin's)."""
+    legs, effects = list(run.legs.all()), list(run.effects.all())
+    state = run_people_state(run, legs=legs, effects=effects, include_last_event=False)
+    requests = sorted(run.approval_requests.all(), key=lambda request: request.pk)
+    return state, run_outcome(run, state=state, effects=effects, requests=requests)
 
 
 def run_outcome(run: Run, *, state: PeopleState, effects: list[Effect],

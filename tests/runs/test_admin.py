@@ -308,3 +308,17 @@ def test_runs_cannot_be_edited_through_the_form(admin_client, paid_run):
     admin_client.post(_url(Run, "change", paid_run.pk), {"status": "queued", "agent": "coder"})
     paid_run.refresh_from_db()
     assert (paid_run.status, paid_run.agent) == ("completed", "reimbursement")
+
+
+def test_the_admins_run_list_tells_a_paid_run_from_a_denied_one(admin_client, drain_runs):
+    _paid(drain_runs, "r-paid")
+    _suspended(drain_runs, "r-denied")
+    request = ApprovalRequest.objects.get(run__run_id="r-denied")
+    approval_decide(run_id="r-denied", approval_id=request.approval_id, approved=False, token=request.token,
+                    reason="not in the policy", user=None)
+    drain_runs()
+    response = admin_client.get(_url(Run, "changelist"))
+    outcomes = {row.run_id: row for row in response.context["cl"].result_list}
+    page = response.content.decode()
+    assert set(outcomes) == {"r-paid", "r-denied"}
+    assert "Paid " in page and "Denied: pay_expense" in page
