@@ -33,6 +33,9 @@ T = TypeVar("T")
 #: How long the loop's thread waits for SQLite's write lock before handing the write to a thread instead.
 BUSY_SECONDS = 0.05
 
+#: How long a PostgreSQL direct save waits for a row lock before handing the save to a thread instead.
+LOCK_TIMEOUT_MS = 100
+
 #: Called with each new direct connection (the benchmarks set PRAGMA synchronous here, as for Django's).
 CONNECT_HOOKS: list[Callable[[sqlite3.Connection], None]] = []
 
@@ -120,11 +123,17 @@ class AsyncPostgres:
     async def fetch_one(self, statement: str, params: list[Any]) -> tuple[Any, ...] | None:
         """Run one statement (its own transaction) and answer its first row; DirectUnavailable when there is no
         connection to run it on. A broken connection is dropped, so the next call opens a new one."""
+        import psycopg
+
         connection = await self._open()
         try:
             async with connection.cursor() as cursor:
                 await cursor.execute(statement, params)
                 return await cursor.fetchone()
+        except psycopg.errors.LockNotAvailable as exc:
+            # Another transaction holds the run's row (a thread's save may be waiting for the journal writer this
+            # save holds): nothing was written; the ORM's path waits for the row instead.
+            raise DirectUnavailable("the run's row is locked") from exc
         except BaseException:
             if connection.broken or connection.closed:
                 self._connection = None
@@ -149,6 +158,9 @@ class AsyncPostgres:
             self._connection = await psycopg.AsyncConnection.connect(
                 autocommit=True, cursor_factory=psycopg.AsyncClientCursor, **params
             )
+            # Waiting for a lock here would block nobody's thread but could wait on a thread that waits on this
+            # save (a journal writer's lock): give up at once and let the ORM's path wait.
+            await self._connection.execute(f"SET lock_timeout = '{LOCK_TIMEOUT_MS}ms'")
         except psycopg.Error as exc:
             self._failed = True
             logger.warning("No direct connection to PostgreSQL (%s); saves go through the ORM.", type(exc).__name__)

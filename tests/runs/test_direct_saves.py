@@ -53,6 +53,15 @@ def leg_store(epoch=3):
     return leg, leg.session_store()
 
 
+async def finish(store):
+    """Close the view's own connection and the ORM's thread's (an open one keeps the test database from being
+    dropped)."""
+    from django.db import connections
+
+    await store.aclose()
+    await sync_to_async(connections.close_all)()
+
+
 def journal_texts():
     page = DatabaseStreamStateStore().read_sync("r1")
     return [(seq, part.get("text")) for seq, part in page.parts if part["type"] == "text-delta"]
@@ -65,6 +74,7 @@ def test_a_steady_async_save_runs_on_the_event_loops_own_connection(run_r1, dire
     async def two_saves():
         await store.save(checkpoint(step=0, messages=history(2)))  # the first reads the stored head: the ORM's path
         await store.save(checkpoint(step=1, messages=history(4)))
+        await finish(store)
 
     asyncio.run(two_saves())
     assert any('INSERT INTO "runs_checkpoint"' in statement for statement in direct_statements)
@@ -80,6 +90,7 @@ def test_a_direct_save_of_a_stale_owner_is_refused_and_writes_nothing(run_r1, di
         await sync_to_async(Run.objects.filter(run_id="r1").update)(owner_epoch=4)  # another worker claimed it
         with pytest.raises(StaleOwnerError):
             await store.save(checkpoint(step=1, messages=history(4)))
+        await finish(store)
 
     asyncio.run(saves())
     assert any(statement.startswith("UPDATE") for statement in direct_statements)
@@ -100,7 +111,7 @@ def test_the_journal_parts_of_a_refused_async_save_are_written_by_the_next_one(r
         await sync_to_async(Run.objects.filter(run_id="r1").update)(owner_epoch=3)
         parts.append({"type": "text-delta", "text": "c"})
         await store.save(checkpoint(step=1, messages=history(4)))
-        await store.aclose()
+        await finish(store)
 
     asyncio.run(saves())
     assert journal_texts() == [(0, "a"), (1, "b"), (2, "c")]
@@ -150,6 +161,7 @@ def test_a_busy_database_hands_the_save_to_the_orms_path(run_r1, direct_statemen
         asyncio.get_running_loop().call_later(0.3, release.set)
         await store.save(checkpoint(step=1, messages=history(4)))  # waits for the lock on a thread, not the loop
         holder.join()
+        await finish(store)
 
     asyncio.run(saves())
     assert DatabaseSessionStore().load("r1")["messages"] == history(4)
@@ -220,7 +232,7 @@ def test_steady_async_postgresql_saves_go_on_the_views_own_connection_closed_wit
         for step in range(1, 4):
             await store.save(checkpoint(step=step, messages=history(2 * step + 2)))
         seen["open"] = await sync_to_async(_connections_here)()
-        await store.aclose()
+        await finish(store)
 
     asyncio.run(saves())
     assert DatabaseSessionStore().load("r1")["messages"] == history(8)
@@ -238,7 +250,46 @@ def test_a_stale_owners_async_postgresql_save_is_refused_and_writes_nothing(run_
             with pytest.raises(StaleOwnerError):
                 await store.save(checkpoint(step=1, messages=history(4)))
         finally:
-            await store.aclose()
+            await finish(store)
 
     asyncio.run(saves())
     assert (Checkpoint.objects.count(), RunMessage.objects.count()) == (1, 2)
+
+
+@postgresql_only
+def test_an_async_postgresql_save_never_waits_on_a_thread_that_waits_on_its_journal_writer(run_r1):
+    import threading
+
+    from django.db import connections, transaction
+
+    leg, store = leg_store()
+    row_locked, save_started = threading.Event(), threading.Event()
+    took_writer = {}
+
+    def a_threads_save():  # what an ORM save does: the run's row locked first, then the journal writer
+        try:
+            with transaction.atomic():
+                Run.objects.select_for_update().filter(run_id="r1").first()
+                row_locked.set()
+                save_started.wait(5)
+                took_writer["ok"] = leg.writer._lock.acquire(timeout=5)
+                if took_writer["ok"]:
+                    leg.writer._lock.release()
+        finally:
+            connections.close_all()
+
+    async def saves():
+        await store.save(checkpoint(step=0, messages=history(2)))
+        thread = threading.Thread(target=a_threads_save)
+        thread.start()
+        await asyncio.to_thread(row_locked.wait, 5)
+        saving = asyncio.ensure_future(store.save(checkpoint(step=1, messages=history(4))))
+        await asyncio.sleep(0.05)  # the save holds the writer and waits for the row
+        save_started.set()
+        await saving
+        await asyncio.to_thread(thread.join)
+        await finish(store)
+
+    asyncio.run(saves())
+    assert took_writer == {"ok": True}
+    assert DatabaseSessionStore().load("r1")["messages"] == history(4)
