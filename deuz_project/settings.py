@@ -317,7 +317,7 @@ USE_TZ = True
 
 # Static files are collected into STATIC_ROOT (`manage.py serve` does it) and served by WhiteNoise.
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("DEUZ_STATIC_ROOT") or BASE_DIR / "staticfiles")
 # Project-wide assets (the pages' stylesheets) beside the apps' own static/ folders.
 STATICFILES_DIRS = [BASE_DIR / "static"]
 

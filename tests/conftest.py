@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from tests.environment import REPO_ROOT, clean_env
+
+_STATIC_ROOT = Path(tempfile.gettempdir()) / f"deuz-test-static-{os.getpid()}"
+
+
+def pytest_configure(config):
+    """The servers the tests start collect their static files here, one folder per test process, so two test
+    runs at once (CI runs the SQLite and the PostgreSQL passes side by side) never write the same files."""
+    os.environ.setdefault("DEUZ_STATIC_ROOT", str(_STATIC_ROOT))
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_STATIC_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,12 @@ A save is one transaction of few statements: the fence's UPDATE of the run (whic
 step and usage mirror when the leg asks for it), one INSERT per new message (a step has one), one INSERT of
 the checkpoint row. A fenced view remembers the head it committed last, so it reads nothing back: while its
 epoch owns the run nobody else writes it, and the fence in the same transaction proves the epoch still does.
+
+An async save would hop to the ORM's thread and back, which costs more than the save; a leg's steady saves
+(its hook writing only journal parts) skip the hop: on SQLite they run on the event loop's own connection,
+on PostgreSQL they are one statement (fence, messages, checkpoint and journal parts as data-modifying CTEs)
+on the view's own async connection (runs.stores.direct). Anything else (a first save, a suspension whose
+requests approvals records, a busy database) takes the ORM's path through a thread.
 """
 
 from __future__ import annotations
