@@ -104,6 +104,7 @@ class _Head:
     head_plain: bytes | None
     messages: list[Any] | None
     status: str
+    loaded: AgentCheckpoint | None = None  # the whole checkpoint, when this view loaded it and wrote nothing since
 
 
 class DatabaseSessionStore:
@@ -150,6 +151,16 @@ class DatabaseSessionStore:
         return self._save_async(checkpoint)  # one thread hop, through a wrapper built once per view
 
     def load(self, run_id: str) -> Any:
+        known = self._heads.get(run_id)
+        if known is not None and known.loaded is not None:
+            # A fenced view that loaded this checkpoint and wrote nothing since: while its epoch owns the run
+            # nobody else writes it, and its next save's fence proves it still does (a leg checks, then resumes).
+            checkpoint = {**known.loaded, "messages": list(known.loaded["messages"])}
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return checkpoint
+            return _completed(checkpoint)
         return _dispatch(self.load_sync, run_id)
 
     def delete(self, run_id: str) -> Any:
@@ -475,7 +486,8 @@ class DatabaseSessionStore:
         if self.fence is not None:  # the next save of this view starts from here, reading nothing back
             messages = checkpoint["messages"]
             head_plain = _encode(messages[-1]) if messages else None
-            self._heads[run_id] = _Head(row.head_id, row.message_count, head_plain, list(messages), row.status)
+            self._heads[run_id] = _Head(row.head_id, row.message_count, head_plain, list(messages), row.status,
+                                        loaded=checkpoint)
         return checkpoint
 
     def checkpoint_from_row(self, row: Checkpoint) -> AgentCheckpoint:
@@ -548,6 +560,10 @@ class DirectSaveHook(Protocol):
 
 async def _DONE() -> None:
     return None
+
+
+async def _completed(value: Any) -> Any:
+    return value
 
 
 _RETURNS_ID = "RETURNING"

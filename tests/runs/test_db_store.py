@@ -263,3 +263,23 @@ def test_the_flusher_skips_its_tick_right_after_a_checkpoints_flush_and_writes_o
     skipped = writer.last_seq
     async_to_sync(writer.tick)()
     assert (skipped, writer.last_seq) == (1, 2)
+
+
+def test_a_fenced_view_answers_the_checkpoint_it_loaded_again_without_a_query(committed_run):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    DatabaseSessionStore().fenced("r1", 3).save(checkpoint(step=0, messages=history(4)))
+    resumed = DatabaseSessionStore().fenced("r1", 3)
+    first = resumed.load("r1")  # a leg checks the checkpoint, then the runtime loads it to resume
+    with CaptureQueriesContext(connection) as queries:
+        again = resumed.load("r1")
+    assert (again, len(queries)) == (first, 0)
+
+
+def test_after_its_own_save_a_fenced_view_loads_what_it_saved(committed_run):
+    view = DatabaseSessionStore().fenced("r1", 3)
+    view.save(checkpoint(step=0, messages=history(2)))
+    view.load("r1")
+    view.save(checkpoint(step=1, messages=history(4)))
+    assert view.load("r1")["messages"] == history(4)
