@@ -84,10 +84,18 @@ class OverheadResult:
         return data
 
 
-def measure(*, steps: int = 200, repeats: int = 5, synchronous: str | None = None) -> OverheadResult:
-    """Repeat the durable and the plain run ``repeats`` times (after one warm-up each), then the floor."""
-    with sqlite_synchronous(synchronous):
-        return asyncio.run(_measure(steps, repeats, synchronous))
+def measure(
+    *, steps: int = 200, repeats: int = 5, synchronous: str | None = None, direct_saves: bool = True
+) -> OverheadResult:
+    """Repeat the durable and the plain run ``repeats`` times (after one warm-up each), then the floor. With
+    ``direct_saves`` off every save goes through the ORM's thread, as before runs.stores.direct (for comparison)."""
+    from django.test import override_settings
+
+    with sqlite_synchronous(synchronous), override_settings(DEUZ_DIRECT_SAVES=direct_saves):
+        result = asyncio.run(_measure(steps, repeats, synchronous))
+    if not direct_saves:
+        result.label += ", every save through the ORM's thread (DEUZ_DIRECT_SAVES=0)"
+    return result
 
 
 async def _measure(steps: int, repeats: int, synchronous: str | None) -> OverheadResult:

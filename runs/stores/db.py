@@ -124,7 +124,9 @@ class DatabaseSessionStore:
         self._save_async = sync_to_async(self.save_sync)
         # A fenced view on PostgreSQL sends its steady saves on a connection of its own (runs.stores.direct).
         vendor = connections[DEFAULT_DB_ALIAS].vendor
-        self._postgres = direct.AsyncPostgres() if fence is not None and vendor == "postgresql" else None
+        self._postgres = (
+            direct.AsyncPostgres() if fence is not None and vendor == "postgresql" and direct.enabled() else None
+        )
 
     def __repr__(self) -> str:
         return f"DatabaseSessionStore(fence={self.fence!r})"

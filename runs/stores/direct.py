@@ -22,9 +22,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
-__all__ = ["BUSY_SECONDS", "CONNECT_HOOKS", "AsyncPostgres", "DirectUnavailable", "close", "fenced_write", "sql"]
+__all__ = [
+    "BUSY_SECONDS", "CONNECT_HOOKS", "LOCK_TIMEOUT_MS", "AsyncPostgres", "DirectUnavailable", "close", "enabled",
+    "fenced_write", "sql",
+]
 
 logger = logging.getLogger("deuz.stores")
 
@@ -51,10 +55,17 @@ def sql(statement: str) -> str:
     return statement.replace("%s", "?")
 
 
+def enabled() -> bool:
+    """Whether direct saves are on (settings.DEUZ_DIRECT_SAVES)."""
+    return bool(getattr(settings, "DEUZ_DIRECT_SAVES", True))
+
+
 def _connection() -> sqlite3.Connection:
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper only: nothing here connects through Django
     if db.vendor != "sqlite":
         raise DirectUnavailable("not SQLite")
+    if not enabled():
+        raise DirectUnavailable("DEUZ_DIRECT_SAVES is off")
     name = db.settings_dict["NAME"]
     if name in ("", ":memory:"):  # a private in-memory database no second connection can open
         raise DirectUnavailable("a private in-memory database")

@@ -82,6 +82,20 @@ def test_a_steady_async_save_runs_on_the_event_loops_own_connection(run_r1, dire
 
 
 @sqlite_only
+def test_with_direct_saves_off_every_save_goes_through_the_orms_thread(run_r1, direct_statements, settings):
+    settings.DEUZ_DIRECT_SAVES = False
+    leg, store = leg_store()
+
+    async def two_saves():
+        await store.save(checkpoint(step=0, messages=history(2)))
+        await store.save(checkpoint(step=1, messages=history(4)))
+        await finish(store)
+
+    asyncio.run(two_saves())
+    assert direct_statements == [] and DatabaseSessionStore().load("r1")["messages"] == history(4)
+
+
+@sqlite_only
 def test_a_direct_save_of_a_stale_owner_is_refused_and_writes_nothing(run_r1, direct_statements):
     leg, store = leg_store()
 

@@ -87,6 +87,7 @@ class Command(BaseCommand):
         rows = [overhead.measure(steps=steps, repeats=repeats)]
         if vendor == "sqlite":
             rows.append(overhead.measure(steps=steps, repeats=repeats, synchronous="FULL"))
+        rows.append(overhead.measure(steps=steps, repeats=repeats, direct_saves=False))  # the same sitting's "before"
         data = {"vendor": vendor, "label": label, "overhead": [row.as_dict() for row in rows]}
         self.stderr.write("  as the worker runs a leg...")
         data["leg"] = leg.measure(steps=steps, repeats=repeats)
