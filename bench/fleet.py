@@ -27,7 +27,7 @@ import websockets
 from django.db import connection
 from httpx_sse import aconnect_sse
 
-__all__ = ["Fleet", "Follower", "ProcessStats", "api_users", "database_url"]
+__all__ = ["Fleet", "Follower", "ProcessStats", "api_users", "closing", "database_url"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -315,3 +315,15 @@ def runs_delete(prefix: str) -> None:
     from runs.models import Run
 
     Run.objects.filter(run_id__startswith=prefix).delete()
+
+
+async def closing(coroutine: Any) -> Any:
+    """Await ``coroutine``, then close the connections of the thread sync_to_async ran the ORM on (an open one
+    keeps a test database from being dropped)."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    try:
+        return await coroutine
+    finally:
+        await sync_to_async(connections.close_all)()

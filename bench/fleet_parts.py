@@ -1,6 +1,7 @@
 """The bench's parts that need real processes (issue 8, items 4-6), sized for a full or a quick run.
 
-On SQLite: verdict to motion with a worker embedded in daphne. On PostgreSQL, one fleet (daphne and two
+On SQLite: verdict to motion with a worker embedded in daphne (one process, the in-memory channel layer, as
+SQLite is deployed). On PostgreSQL, one fleet (daphne and two
 `manage.py worker` processes, with the Redis channel layer) for verdict to motion, the live tail, fan-out and
 throughput, in that order (the workers are stopped and started between them).
 """
@@ -44,9 +45,9 @@ def measure(*, sizes: Sizes, redis_url: str, progress: Callable[[str], None], lo
     url = database_url()
     data: dict[str, Any] = {"sizes": asdict(sizes), "logs": str(log_dir)}
     if connection.vendor == "sqlite":
+        # One process, as SQLite is deployed: the in-memory channel layer, no Redis.
         progress(f"  verdict to motion, {sizes.approvals} approvals, worker embedded in daphne...")
-        data["motion"] = motion.measure(approvals=sizes.approvals, database_url=url, redis_url=redis_url,
-                                        log_dir=log_dir)
+        data["motion"] = motion.measure(approvals=sizes.approvals, database_url=url, redis_url="", log_dir=log_dir)
         return data
     env = {**BENCH_ENV, "DEUZ_BENCH_STEPS": str(sizes.throughput_steps),
            "DEUZ_BENCH_TAIL_PARTS": str(sizes.tail_parts), "DEUZ_BENCH_TAIL_INTERVAL_MS": str(sizes.tail_interval_ms),

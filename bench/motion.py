@@ -28,6 +28,7 @@ from bench.fleet import (
     BENCH_SETTINGS,
     TERMINAL,
     Fleet,
+    closing,
     Follower,
     api_users,
     run_statuses,
@@ -61,7 +62,7 @@ def measure_on(fleet: Fleet, *, approvals: int, embedded: bool, redis: bool) -> 
     run_ids = [f"{prefix}{index}" for index in range(approvals + 1)]
     tokens = api_users("bench")
     try:
-        samples = asyncio.run(_drive(fleet.url, tokens, run_ids))
+        samples = asyncio.run(closing(_drive(fleet.url, tokens, run_ids)))
         breakdown = _breakdown(samples)
     finally:
         runs_delete(prefix)

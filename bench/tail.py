@@ -24,7 +24,17 @@ import httpx
 import psutil
 from asgiref.sync import sync_to_async
 
-from bench.fleet import TERMINAL, Fleet, Follower, api_users, run_statuses, runs_delete, start_runs, wait_until
+from bench.fleet import (
+    TERMINAL,
+    Fleet,
+    Follower,
+    api_users,
+    closing,
+    run_statuses,
+    runs_delete,
+    start_runs,
+    wait_until,
+)
 from bench.stats import summary
 
 __all__ = ["TAIL_BAR_MS", "measure_on"]
@@ -40,7 +50,7 @@ def measure_on(fleet: Fleet, *, runs: int, followers: int, label: str, timeout: 
     tokens = api_users("bench")
     sampler = _RssSampler(fleet.server.pid)
     try:
-        followed, cpu, seconds = asyncio.run(_drive(fleet, tokens, run_ids, followers, sampler, timeout))
+        followed, cpu, seconds = asyncio.run(closing(_drive(fleet, tokens, run_ids, followers, sampler, timeout)))
         journals = _journals(prefix)
     finally:
         fleet.stop_workers()

@@ -22,7 +22,7 @@ from django.db.models import Max, Min
 from django.test import override_settings
 
 from bench.agents import AGENTS
-from bench.fleet import TERMINAL, Fleet, run_statuses, runs_delete, wait_until
+from bench.fleet import TERMINAL, Fleet, closing, run_statuses, runs_delete, wait_until
 from runs.sealing import unseal_text
 
 __all__ = ["measure_on"]
@@ -45,8 +45,8 @@ def measure_on(fleet: Fleet, *, runs: int, steps: int, concurrency: int, timeout
         cpu_before = fleet.cpu_seconds()
         fleet.start_workers()
         try:
-            asyncio.run(wait_until(lambda: all(s in TERMINAL for s in run_statuses(run_ids).values()),
-                                   timeout=timeout, what="every throughput run to finish", every=0.25))
+            asyncio.run(closing(wait_until(lambda: all(s in TERMINAL for s in run_statuses(run_ids).values()),
+                                   timeout=timeout, what="every throughput run to finish", every=0.25)))
             cpu = {name: seconds - cpu_before.get(name, 0.0) for name, seconds in fleet.cpu_seconds().items()}
         finally:
             fleet.stop_workers()

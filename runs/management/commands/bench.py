@@ -79,8 +79,8 @@ class Command(BaseCommand):
         failed = []
         self._child_options = [*(["--redis", redis] if redis else []), "--parts", parts,
                                *(["--with-fleet"] if fleet else []),
-                               *[arg for name, value in options.items() if name in self._SIZE_OPTIONS and value is not None
-                                 for arg in (f"--{name.replace('_', '-')}", str(value))]]
+                               *[arg for name in self._SIZE_OPTIONS if options.get(name) is not None
+                                 for arg in (f"--{name.replace('_', '-')}", str(options[name]))]]
         for url in database:
             try:
                 databases.append(self._child(url, quick=quick, steps=steps, repeats=repeats))
