@@ -17,7 +17,7 @@ from runs.agents import AgentDefinition, LegContext
 from runs.runtime import tool
 from runs.runtime.testing import ScriptedModel
 
-__all__ = ["AGENTS", "PacedModel", "approval_agent", "steps_agent", "tail_agent"]
+__all__ = ["AGENTS", "PacedModel", "PolicyModel", "approval_agent", "steps_agent", "tail_agent"]
 
 #: name -> factory, added to DEUZ_AGENTS in the fleet's processes and the bench's own.
 AGENTS = {
@@ -52,6 +52,27 @@ def approval_agent(*, leg: LegContext | None = None) -> AgentDefinition:
     )
 
 
+class PolicyModel:
+    """The lightest scripted model: each answer is ``policy(request)``, streamed as ScriptedModel streams it,
+    without ScriptedModel's deep copy of every request (kept for tests' assertions, it grows with the history
+    and would be most of a long run's model time) or its random tool call ids."""
+
+    def __init__(self, policy: Any, *, model_id: str) -> None:
+        self.policy = policy
+        self.model_id = model_id
+        self.pricing = None
+
+    async def stream(self, request: Any) -> AsyncIterator[dict[str, Any]]:
+        response = self.policy(request)
+        for part in response["content"]:
+            if part["type"] == "text":
+                yield {"type": "text-delta", "text": part["text"]}
+            else:
+                yield {"type": "tool-call", "tool_call_id": part["tool_call_id"], "tool_name": part["tool_name"],
+                       "input": dict(part["input"])}
+        yield {"type": "finish", "usage": dict(response["usage"])}
+
+
 def _steps() -> int:
     return int(getattr(settings, "DEUZ_BENCH_STEPS", 20))
 
@@ -59,7 +80,8 @@ def _steps() -> int:
 def _steps_policy(request: dict[str, Any]) -> dict[str, Any]:
     done = _tool_results(request)
     if done < _steps() - 1:
-        return {"content": [{"type": "tool_call", "tool_name": "lookup", "input": {"row": done}}], "usage": _USAGE}
+        return {"content": [{"type": "tool_call", "tool_call_id": f"call_{done}", "tool_name": "lookup",
+                             "input": {"row": done}}], "usage": _USAGE}
     return {"content": [{"type": "text", "text": "All records checked."}], "usage": _USAGE}
 
 
@@ -72,7 +94,7 @@ def steps_agent(*, leg: LegContext | None = None) -> AgentDefinition:
     answered by ~300 bytes of JSON, then a final answer."""
     steps = _steps()
     return AgentDefinition(
-        name="bench-steps", max_steps=steps, model=ScriptedModel([_steps_policy] * steps, model_id="bench-steps"),
+        name="bench-steps", max_steps=steps, model=PolicyModel(_steps_policy, model_id="bench-steps"),
         tools={"lookup": tool(execute=_lookup, description="Look one record up.")},
     )
 

@@ -36,7 +36,7 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = Sizes(approvals=10, tail_runs=20, fanout_followers=100, fanout_runs=5, throughput_runs=100)
+QUICK = Sizes(approvals=10, tail_runs=20, fanout_followers=100, fanout_runs=5, throughput_runs=60)
 
 
 def measure(*, sizes: Sizes, redis_url: str, progress: Callable[[str], None], log_dir: Path | None = None) -> dict:
