@@ -10,29 +10,20 @@ steady load for a while and samples each process's memory, to show whether it le
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import random
-import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
-import psutil
-import websockets
 from asgiref.sync import sync_to_async
-from django.db import connection
-from httpx_sse import aconnect_sse
+
+from bench.fleet import Fleet, Follower, ProcessStats, api_users
 
 __all__ = ["LoadConfig", "LoadReport", "load_run"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = {"completed", "failed", "cancelled", "needs_review"}
 
 
@@ -49,13 +40,6 @@ class LoadConfig:
     delay_ms: int = 5
     database_url: str = ""
     redis_url: str = ""
-
-
-@dataclass
-class ProcessStats:
-    peak_rss: int = 0
-    peak_connections: int = 0
-    samples: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -84,153 +68,10 @@ class LoadReport:
                 and self.journal_gaps == 0 and self.duplicate_effects == 0)
 
 
-class Fleet:
-    """The processes under test: one daphne (no embedded workers) and N `manage.py worker` processes."""
-
-    def __init__(self, config: LoadConfig, log_dir: Path) -> None:
-        self.config = config
-        self.log_dir = log_dir
-        self.workers: dict[str, subprocess.Popen] = {}
-        self.server: subprocess.Popen | None = None
-        self.url = ""
-        self.stats: dict[str, ProcessStats] = defaultdict(ProcessStats)
-
-    def _env(self, name: str) -> dict[str, str]:
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "deuz_project.settings", "DATABASE_URL": self.config.database_url,
-               "REDIS_URL": self.config.redis_url, "DEUZ_LEASE_SECONDS": str(self.config.lease_seconds),
-               "DEUZ_DEMO_DELAY_MS": str(self.config.delay_ms), "PGAPPNAME": f"deuz-load-{name}"}
-        env.pop("DEUZ_FAULT", None)
-        return env
-
-    def start(self) -> None:
-        log = open(self.log_dir / "server.log", "w")  # noqa: SIM115 (kept open for the child's life)
-        self.server = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", "0", "--workers", "0"],
-            cwd=REPO_ROOT, env=self._env("server"), stdout=subprocess.PIPE, stderr=log, text=True,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = self.server.stdout.readline()
-            if not line:
-                break
-            if "Deuz is serving at " in line:
-                self.url = line.split("Deuz is serving at ", 1)[1].split()[0]
-                break
-        if not self.url:
-            raise RuntimeError(f"daphne did not start; see {self.log_dir / 'server.log'}")
-        for index in range(self.config.workers):
-            self.start_worker(f"worker-{index + 1}")
-
-    def start_worker(self, name: str) -> None:
-        log = open(self.log_dir / f"{name}.log", "a")  # noqa: SIM115
-        self.workers[name] = subprocess.Popen(
-            [sys.executable, "manage.py", "worker", "--concurrency", str(self.config.concurrency)],
-            cwd=REPO_ROOT, env=self._env(name), stdout=log, stderr=subprocess.STDOUT,
-        )
-
-    def kill_one(self) -> str:
-        name = random.choice(sorted(self.workers))
-        self.workers[name].send_signal(signal.SIGKILL)
-        self.workers[name].wait()
-        self.start_worker(name)
-        return name
-
-    def sample(self) -> None:
-        processes = {"server": self.server, **self.workers}
-        for name, process in processes.items():
-            try:
-                rss = psutil.Process(process.pid).memory_info().rss
-            except (psutil.Error, AttributeError):
-                continue
-            stats = self.stats[name]
-            stats.peak_rss = max(stats.peak_rss, rss)
-            stats.samples.append((time.monotonic(), rss))
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND application_name LIKE 'deuz-load-%%' GROUP BY application_name"
-            )
-            for application, count in cursor.fetchall():
-                stats = self.stats[application.removeprefix("deuz-load-")]
-                stats.peak_connections = max(stats.peak_connections, count)
-
-    def stop(self) -> None:
-        for process in [*self.workers.values(), self.server]:
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in [*self.workers.values(), self.server]:
-            if process is None:
-                continue
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
 def _run_statuses(run_ids: list[str]) -> dict[str, str]:
     from runs.models import Run
 
     return dict(Run.objects.filter(run_id__in=run_ids).values_list("run_id", "status"))
-
-
-class Follower:
-    """Follows one run to its end over SSE or a WebSocket, reconnecting from its cursor, keeping every seq."""
-
-    def __init__(self, run_id: str, *, transport: str, base_url: str, token: str, is_done: Callable[[str], Any]):
-        self.run_id, self.transport, self.base_url, self.token = run_id, transport, base_url, token
-        self.is_done = is_done
-        self.seqs: list[int] = []
-        self.errors: list[str] = []  # error parts the stream sent (the follower then reconnects)
-        self.complete = False
-
-    @property
-    def cursor(self) -> int:
-        return self.seqs[-1] if self.seqs else -1
-
-    async def follow(self, client: httpx.AsyncClient, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            try:
-                ended = await (self._sse(client) if self.transport == "sse" else self._websocket())
-            except (httpx.HTTPError, websockets.WebSocketException, OSError):
-                ended = False
-            if ended and await self.is_done(self.run_id):
-                self.complete = True
-                return
-            await asyncio.sleep(0.3)  # a turn ended (waiting for a verdict) or the connection dropped
-
-    def _take(self, seq: int) -> None:
-        self.seqs.append(seq)
-
-    async def _sse(self, client: httpx.AsyncClient) -> bool:
-        headers = {"Authorization": f"Token {self.token}", "Last-Event-ID": str(self.cursor)}
-        async with aconnect_sse(client, "GET", f"{self.base_url}api/runs/{self.run_id}/events/",
-                                headers=headers, timeout=httpx.Timeout(10, read=60)) as source:
-            async for event in source.aiter_sse():
-                if event.data == "[DONE]":
-                    return True
-                if json.loads(event.data).get("type") == "error":
-                    # An error part has no id of its own (SSE keeps the last one): the client reconnects.
-                    self.errors.append(json.loads(event.data)["error"].get("name", "?"))
-                    return False
-                if event.id not in (None, ""):
-                    self._take(int(event.id))
-        return False
-
-    async def _websocket(self) -> bool:
-        url = self.base_url.replace("http://", "ws://") + f"ws/runs/{self.run_id}/?cursor={self.cursor}"
-        headers = {"Authorization": f"Token {self.token}"}
-        async with websockets.connect(url, additional_headers=headers, origin=self.base_url.rstrip("/"),
-                                      open_timeout=10) as socket:
-            async for message in socket:
-                frame = json.loads(message)
-                if frame.get("done"):
-                    return True
-                if frame.get("seq") is not None:
-                    self._take(frame["seq"])
-                elif (frame.get("part") or {}).get("type") == "error":
-                    self.errors.append(frame["part"]["error"].get("name", "?"))
-        return False
 
 
 async def _approve_pending(client: httpx.AsyncClient, base_url: str, token: str, run_ids: set[str]) -> None:
@@ -367,25 +208,13 @@ def _check_books(report: LoadReport, followers: list[Follower], run_prefix: str)
             report.max_recovery_seconds = max(report.max_recovery_seconds, (first - last).total_seconds())
 
 
-def _users() -> dict[str, str]:
-    from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
-
-    from approvals.services import reviewers_group_ensure
-
-    User = get_user_model()
-    client, _ = User.objects.get_or_create(username="load-client")
-    reviewer, _ = User.objects.get_or_create(username="load-reviewer")
-    reviewer.groups.add(reviewers_group_ensure())
-    return {"client": Token.objects.get_or_create(user=client)[0].key,
-            "reviewer": Token.objects.get_or_create(user=reviewer)[0].key}
-
-
 def load_run(config: LoadConfig, *, log_dir: Path, progress: Callable[[str], None] = print) -> LoadReport:
     """Run the load with faults and check the books; the processes are stopped whatever happens."""
     report = LoadReport()
-    tokens = _users()
-    fleet = Fleet(config, log_dir)
+    tokens = api_users("load")
+    fleet = Fleet(database_url=config.database_url, redis_url=config.redis_url, log_dir=log_dir,
+                  workers=config.workers, concurrency=config.concurrency,
+                  env={"DEUZ_LEASE_SECONDS": str(config.lease_seconds), "DEUZ_DEMO_DELAY_MS": str(config.delay_ms)})
     progress(f"Starting daphne and {config.workers} workers (logs in {log_dir})")
     fleet.start()
     try:

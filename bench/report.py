@@ -67,3 +67,70 @@ def table(results: dict[str, Any]) -> list[str]:
                 f"| {_spread(load, 2) if load else '-'} {_verdict(load['median'] < load['bar_ms']) if load else ''} |"
             )
     return lines
+
+
+def _judged(value: float, bar: float, unit: str = "ms") -> str:
+    """ok, or MISSED with by how much."""
+    return "ok" if value < bar else f"MISSED by {value - bar:.1f} {unit} ({value / bar:.1f}x)"
+
+
+def _ms(summary: dict[str, float]) -> str:
+    return f"{summary['p50']:.1f} | {summary['p99']:.1f} | {summary['max']:.1f}"
+
+
+def _mib(value: int) -> str:
+    return f"{value / 2**20:.0f} MiB"
+
+
+def fleet_table(results: dict[str, Any]) -> list[str]:
+    """Markdown lines of the fleet parts (issue 8, items 4-6) of every database that ran them."""
+    fleets = [(database["label"], database["fleet"]) for database in results["databases"] if database.get("fleet")]
+    if not fleets:
+        return []
+    lines = []
+    motions = [(label, fleet["motion"]) for label, fleet in fleets if fleet.get("motion")]
+    if motions:
+        lines += ["", "Verdict to motion: the verdict's API response to the resumed leg's first part at a follower "
+                  "(ms; the breakdown is medians from the database's timestamps):", "",
+                  "| back end | worker, woken by | channel layer | approvals | p50 | p99 | max | bar | "
+                  "| response → claim | claim → first part written | written → follower |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for label, motion in motions:
+            latency, parts = motion["latency_ms"], motion["breakdown_ms"]
+            lines.append(
+                f"| {label} | {motion['worker']}, {motion['wake']} | {motion['channel_layer']} | {latency['n']} "
+                f"| {_ms(latency)} | p99 < {motion['bar_ms']:g} | {_judged(latency['p99'], motion['bar_ms'])} "
+                f"| {parts['to_claim']:.1f} | {parts['claim_to_part']:.1f} | {parts['part_to_follower']:.1f} |")
+    streams = [(label, name, fleet[name]) for label, fleet in fleets for name in ("tail", "fanout") if fleet.get(name)]
+    if streams:
+        lines += ["", "Live tail and fan-out through one daphne and the Redis channel layer: a part's journal append "
+                  "to its arrival at a follower (ms):", "",
+                  "| back end | | runs | followers (SSE + WS) | parts measured | p50 | p99 | max | bar | "
+                  "| every follower got every part | daphne RSS before → peak |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for label, name, part in streams:
+            latency = part["latency_ms"]
+            bar = f"p99 < {part['bar_ms']:g} | {_judged(latency['p99'], part['bar_ms'])}" if name == "tail" else "| "
+            delivered = "yes" if part["every_part_delivered"] else (
+                f"NO: {part['followers_incomplete']} followers short, {part['parts_missing']} parts missing, "
+                f"{part['parts_repeated']} repeated")
+            lines.append(
+                f"| {label} | {'live tail' if name == 'tail' else 'fan-out'} | {part['runs']} "
+                f"| {part['followers']} ({part['transports']['sse']} + {part['transports']['websocket']}) "
+                f"| {latency['n']:,} | {_ms(latency)} | {bar} | {delivered} "
+                f"| {_mib(part['server_rss_before'])} → {_mib(part['server_rss_peak'])} |")
+    throughputs = [(label, fleet["throughput"]) for label, fleet in fleets if fleet.get("throughput")]
+    if throughputs:
+        lines += ["", "Throughput on the scale-out path (first claim to last leg's end):", "",
+                  "| back end | runs × steps | workers × legs at once | seconds | runs/s | steps/s "
+                  "| steps lost | steps repeated | journal gaps | runs with the wrong step count | |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for label, part in throughputs:
+            clean = not (part["steps_lost"] or part["steps_repeated"] or part["journal_gaps"]
+                         or part["runs_with_wrong_steps"])
+            lines.append(
+                f"| {label} | {part['runs']:,} × {part['steps']} | {part['workers']} × {part['concurrency']} "
+                f"| {part['seconds']:.1f} | {part['runs_per_second']:.1f} | {part['steps_per_second']:.0f} "
+                f"| {part['steps_lost']} | {part['steps_repeated']} | {part['journal_gaps']} "
+                f"| {part['runs_with_wrong_steps']} | {'ok' if clean else 'MISSED'} |")
+    return lines

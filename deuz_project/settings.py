@@ -299,7 +299,8 @@ if REDIS_URL:
         },
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # In-memory, and safe across the event loops of embedded workers (runs.channel_layers).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "runs.channel_layers.LoopSafeInMemoryChannelLayer"}}
 
 # Password rules for accounts created in the admin or with createsuperuser.
 AUTH_PASSWORD_VALIDATORS = [

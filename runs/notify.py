@@ -1,21 +1,49 @@
-"""Waking workers: PostgreSQL NOTIFY when a run becomes claimable; other databases rely on the poll."""
+"""Waking workers when a run becomes claimable: workers in this process (the embedded workers of `manage.py
+serve`) directly, workers elsewhere by PostgreSQL NOTIFY; other databases' separate workers rely on the poll."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections.abc import Callable
 
 from django.db import connection
 
-__all__ = ["CHANNEL", "runs_listen", "runs_notify"]
+__all__ = ["CHANNEL", "runs_listen", "runs_notify", "runs_wake_register"]
 
 logger = logging.getLogger("deuz.worker")
 
 CHANNEL = "deuz_runs"
 
+# The wake events of the workers running in this process, each with the event loop it belongs to.
+_local_wakes: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+_local_lock = threading.Lock()
+
+
+def runs_wake_register(wake: asyncio.Event) -> Callable[[], None]:
+    """Set ``wake`` (on the running loop's thread) whenever this process says a run is claimable; returns the
+    function that stops it. On SQLite this is what wakes an embedded worker at once rather than at its poll."""
+    entry = (asyncio.get_running_loop(), wake)
+    with _local_lock:
+        _local_wakes.add(entry)
+
+    def unregister() -> None:
+        with _local_lock:
+            _local_wakes.discard(entry)
+
+    return unregister
+
 
 def runs_notify() -> None:
     """Tell listening workers a run is claimable (call it on commit)."""
+    with _local_lock:
+        local = list(_local_wakes)
+    for loop, wake in local:
+        try:
+            loop.call_soon_threadsafe(wake.set)
+        except RuntimeError:  # the loop closed (a worker stopping): nothing to wake
+            pass
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(f"NOTIFY {CHANNEL}")

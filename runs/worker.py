@@ -16,7 +16,7 @@ from django.db import close_old_connections, connection
 from approvals.services import approval_expire_due
 from runs.faults import fault_probe
 from runs.legs import leg_execute
-from runs.notify import runs_listen
+from runs.notify import runs_listen, runs_wake_register
 from runs.runtime.providers import aclose_clients
 from runs.services import Claim, run_claim
 
@@ -48,9 +48,13 @@ class Worker:
         logger.info("Worker %s started (concurrency %d).", self.worker_id, self.concurrency)
         wake = asyncio.Event()
         listener = asyncio.create_task(runs_listen(wake)) if connection.vendor == "postgresql" else None
+        unregister = runs_wake_register(wake)  # this process's own commits (embedded workers; SQLite has no NOTIFY)
         sweep_every, since_sweep = 10, 10
         while not self.stopping.is_set():
             since_sweep += 1
+            # Cleared before the claim, not after it: a run queued while the claim runs keeps the event set, so
+            # the wait below returns at once instead of at the next poll.
+            wake.clear()
             try:
                 if since_sweep >= sweep_every:
                     since_sweep = 0
@@ -65,7 +69,6 @@ class Worker:
                 self.active[claim.run_id] = asyncio.create_task(self.execute(claim), name=f"leg:{claim.run_id}")
                 self.active[claim.run_id].add_done_callback(lambda task, run_id=claim.run_id: self.active.pop(run_id, None))
             if not claims:
-                wake.clear()
                 waiters = [asyncio.ensure_future(self.stopping.wait()), asyncio.ensure_future(wake.wait())]
                 try:
                     await asyncio.wait([*waiters, *self.active.values()], timeout=self.poll_seconds,
@@ -73,6 +76,7 @@ class Worker:
                 finally:
                     for waiter in waiters:
                         waiter.cancel()
+        unregister()
         if listener is not None:
             listener.cancel()
         for task in list(self.active.values()):

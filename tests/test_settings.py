@@ -108,7 +108,7 @@ def test_redis_url_selects_the_redis_channel_layer(run_python):
 
 def test_without_redis_url_the_channel_layer_is_in_memory(run_python):
     loaded = load_settings(run_python)
-    assert loaded["CHANNEL_BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    assert loaded["CHANNEL_BACKEND"] == "runs.channel_layers.LoopSafeInMemoryChannelLayer"
 
 
 def test_postgres_database_url_selects_postgresql(run_python):

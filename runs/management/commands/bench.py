@@ -4,6 +4,10 @@ bench/results.json.
 The configured database is measured in this process (SQLite twice: the project's synchronous NORMAL and
 synchronous FULL); each ``--database`` URL in a child process of its own. The bench runs with DEBUG off, as
 a production worker does (DEBUG logs every query, which costs more than some of the writes measured).
+
+With a Redis URL (``--redis``, or REDIS_URL) and a PostgreSQL database among those measured, the fleet parts
+(bench.fleet_parts: verdict to motion, live tail, fan-out, throughput) run too, with daphne and worker
+processes of their own: verdict to motion on every database, the rest on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -37,22 +42,45 @@ class Command(BaseCommand):
         parser.add_argument("--output", default=str(RESULTS), help=f"Where the JSON goes (default {RESULTS}).")
         parser.add_argument("--profile", action="store_true",
                             help="Also print a pyinstrument profile of one run's saves replayed on this thread.")
+        parser.add_argument("--redis", default=None, metavar="URL",
+                            help="Redis for the fleet parts' channel layer (default REDIS_URL).")
+        parser.add_argument("--parts", choices=["all", "core", "fleet"], default="all",
+                            help="core: items 1-3 (overhead, growth, resume) in this process; fleet: items 4-6 "
+                                 "(verdict to motion, live tail, fan-out, throughput) with real processes; all (default).")
+        for name, help_text in (("approvals", "verdicts measured (50; quick 10)"),
+                                ("tail-runs", "runs streaming at once in the live tail (100; quick 20)"),
+                                ("fanout-followers", "followers on the one daphne (500; quick 100)"),
+                                ("fanout-runs", "runs the fan-out's followers follow (10; quick 5)"),
+                                ("throughput-runs", "runs of the throughput (1000; quick 60)")):
+            parser.add_argument(f"--{name}", type=int, default=None, help=help_text.capitalize() + ".")
         parser.add_argument("--child-output", default=None, help=None)  # internal: a child's results file
+        parser.add_argument("--with-fleet", action="store_true", help=None)  # internal: the child runs the fleet parts
 
     def handle(self, *args, quick: bool, database: list[str], steps: int, repeats: int | None, output: str,
-               profile: bool, child_output: str | None, **options):
+               profile: bool, child_output: str | None, redis: str | None, parts: str, with_fleet: bool, **options):
         if steps < 20:
             raise CommandError("--steps must be at least 20 (growth compares the first ten steps with the last ten).")
         repeats = repeats if repeats is not None else (3 if quick else 5)
         if repeats < 1:
             raise CommandError("--repeats must be at least 1.")
+        redis = settings.REDIS_URL if redis is None else redis
+        sizes = self._sizes(quick, options)
+        if child_output:
+            fleet = sizes if with_fleet else None
+        else:
+            fleet = self._fleet_sizes(parts, redis, database, sizes)
         with override_settings(DEBUG=False):
-            measured = self._measure(quick=quick, steps=steps, repeats=repeats, profile=profile)
+            measured = self._measure(quick=quick, steps=steps, repeats=repeats, profile=profile,
+                                     core=parts != "fleet", fleet=fleet, redis=redis or "")
         if child_output:
             Path(child_output).write_text(json.dumps(measured))
             return
         databases = [measured]
         failed = []
+        self._child_options = [*(["--redis", redis] if redis else []), "--parts", parts,
+                               *(["--with-fleet"] if fleet else []),
+                               *[arg for name in self._SIZE_OPTIONS if options.get(name) is not None
+                                 for arg in (f"--{name.replace('_', '-')}", str(options[name]))]]
         for url in database:
             try:
                 databases.append(self._child(url, quick=quick, steps=steps, repeats=repeats))
@@ -60,16 +88,17 @@ class Command(BaseCommand):
                 failed.append(str(exc))
         results = {
             "command": "python manage.py bench" + (" --quick" if quick else "")
-            + "".join(" --database URL" for _ in database),
+            + "".join(" --database URL" for _ in database) + (" --redis URL" if fleet else "")
+            + (f" --parts {parts}" if parts != "all" else ""),
             "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg()), "python": platform.python_version()},
             "steps": steps,
             "repeats": repeats,
             "databases": databases,
         }
-        from bench.report import table
+        from bench.report import fleet_table, table
 
-        self.stdout.write("\n".join(table(results)))
+        self.stdout.write("\n".join((table(results) if parts != "fleet" else []) + fleet_table(results)))
         for data in databases:
             self.stdout.write(f"\n{data['label']}: " + "; ".join(data["side"]))
         Path(output).write_text(json.dumps(results, indent=2) + "\n")
@@ -77,18 +106,60 @@ class Command(BaseCommand):
         if failed:
             raise CommandError(" ".join(failed))
 
-    def _measure(self, *, quick: bool, steps: int, repeats: int, profile: bool) -> dict:
-        from bench import journal, leg, overhead, resume, storage
+    _SIZE_OPTIONS = ("approvals", "tail_runs", "fanout_followers", "fanout_runs", "throughput_runs")
 
+    def _sizes(self, quick: bool, options: dict) -> Any:
+        from dataclasses import replace
+
+        from bench.fleet_parts import FULL, QUICK
+
+        given = {name: options[name] for name in self._SIZE_OPTIONS if options.get(name) is not None}
+        for name, value in given.items():
+            if value < 1:
+                raise CommandError(f"--{name.replace('_', '-')} must be at least 1.")
+        return replace(QUICK if quick else FULL, **given)
+
+    def _fleet_sizes(self, parts: str, redis: str, database: list[str], sizes: Any) -> Any:
+        """The fleet parts' sizes when they run: a Redis URL and a PostgreSQL database among those measured."""
+        if parts == "core":
+            return None
+        has_postgres = connection.vendor == "postgresql" or any(url.startswith(("postgres:", "postgresql:"))
+                                                               for url in database)
+        if redis and has_postgres:
+            return sizes
+        if parts == "fleet":
+            raise CommandError("The fleet parts need a Redis URL (--redis or REDIS_URL) and a PostgreSQL database "
+                               "(the configured one or a --database URL).")
+        self.stderr.write("Skipping the fleet parts (verdict to motion, live tail, fan-out, throughput): they need "
+                          "a Redis URL (--redis or REDIS_URL) and a PostgreSQL --database URL.")
+        return None
+
+    def _measure(self, *, quick: bool, steps: int, repeats: int, profile: bool, core: bool = True,
+                 fleet: Any = None, redis: str = "") -> dict:
         self._migrated()
         vendor = connection.vendor
         label = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(vendor, vendor)
+        data: dict[str, Any] = {"vendor": vendor, "label": label, "side": []}
+        if core:
+            data.update(self._measure_core(quick=quick, steps=steps, repeats=repeats, profile=profile, label=label))
+        if fleet is not None:
+            from bench import fleet_parts
+
+            self.stderr.write(f"Measuring {label} with real processes (daphne, workers)...")
+            data["fleet"] = fleet_parts.measure(sizes=fleet, redis_url=redis, progress=self.stderr.write)
+            data["side"] += _fleet_side(data["fleet"])
+        return data
+
+    def _measure_core(self, *, quick: bool, steps: int, repeats: int, profile: bool, label: str) -> dict:
+        from bench import journal, leg, overhead, resume, storage
+
+        vendor = connection.vendor
         self.stderr.write(f"Measuring {label} ({steps} steps, {repeats} repeats)...")
         rows = [overhead.measure(steps=steps, repeats=repeats)]
         if vendor == "sqlite":
             rows.append(overhead.measure(steps=steps, repeats=repeats, synchronous="FULL"))
         rows.append(overhead.measure(steps=steps, repeats=repeats, direct_saves=False))  # the same sitting's "before"
-        data = {"vendor": vendor, "label": label, "overhead": [row.as_dict() for row in rows]}
+        data: dict[str, Any] = {"overhead": [row.as_dict() for row in rows]}
         self.stderr.write("  as the worker runs a leg...")
         data["leg"] = leg.measure(steps=steps, repeats=repeats)
         self.stderr.write("  resume from a fresh process...")
@@ -125,7 +196,7 @@ class Command(BaseCommand):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
             path = handle.name
         argv = [sys.executable, "manage.py", "bench", "--child-output", path, "--steps", str(steps), "--repeats",
-                str(repeats)] + (["--quick"] if quick else [])
+                str(repeats)] + (["--quick"] if quick else []) + getattr(self, "_child_options", [])
         env = {**os.environ, "DATABASE_URL": url}
         try:
             completed = subprocess.run(argv, cwd=settings.BASE_DIR, env=env, stderr=sys.stderr, stdout=subprocess.PIPE)
@@ -134,3 +205,14 @@ class Command(BaseCommand):
             return json.loads(Path(path).read_text())
         finally:
             Path(path).unlink(missing_ok=True)
+
+
+def _fleet_side(fleet: dict) -> list[str]:
+    """Where the fleet parts' time went: each process's CPU seconds during the tail, the fan-out, the throughput."""
+    notes = []
+    for name in ("tail", "fanout", "throughput"):
+        part = fleet.get(name)
+        if part:
+            cpu = ", ".join(f"{who} {seconds:.1f}" for who, seconds in part["cpu_seconds"].items())
+            notes.append(f"{name}: CPU seconds {cpu} in {part['seconds']:.1f} s")
+    return notes

@@ -1,0 +1,97 @@
+"""Throughput on the scale-out path (issue 8, item 6): ``runs`` runs of DEUZ_BENCH_STEPS steps (the bench
+workload: one tool call a step, ~300 bytes of JSON) queued at once and drained by two `manage.py worker`
+processes on PostgreSQL.
+
+The window is the database's own: from the first leg's claim to the last leg's end. Then the books: every run
+completed with exactly its steps (its step index, one leg, each step's start and finish parts and each tool
+call's result once in its journal), and every journal's seqs gapless from 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections import defaultdict
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Max, Min
+from django.test import override_settings
+
+from bench.agents import AGENTS
+from bench.fleet import TERMINAL, Fleet, closing, run_statuses, runs_delete, wait_until
+from runs.sealing import unseal_text
+
+__all__ = ["measure_on"]
+
+
+def measure_on(fleet: Fleet, *, runs: int, steps: int, concurrency: int, timeout: float = 900) -> dict[str, Any]:
+    """On a fleet whose workers are stopped (their DEUZ_BENCH_STEPS must be ``steps``): queue the runs, start
+    the workers with ``concurrency`` legs each, wait, stop them, check the books."""
+    from runs.models import Leg, Run
+    from runs.services import run_start
+
+    prefix = f"bench-throughput-{os.getpid()}-{int(time.time())}-"
+    run_ids = [f"{prefix}{index}" for index in range(runs)]
+    try:
+        with override_settings(DEUZ_AGENTS={**settings.DEUZ_AGENTS, **AGENTS}):
+            for run_id in run_ids:
+                run_start(agent="bench-steps", messages=[{"role": "user", "content": "Check every record."}],
+                          run_id=run_id)
+        fleet.concurrency = concurrency
+        cpu_before = fleet.cpu_seconds()
+        fleet.start_workers()
+        try:
+            asyncio.run(closing(wait_until(lambda: all(s in TERMINAL for s in run_statuses(run_ids).values()),
+                                   timeout=timeout, what="every throughput run to finish", every=0.25)))
+            cpu = {name: seconds - cpu_before.get(name, 0.0) for name, seconds in fleet.cpu_seconds().items()}
+        finally:
+            fleet.stop_workers()
+        legs = Leg.objects.filter(run__run_id__startswith=prefix)
+        window = legs.aggregate(first=Min("started_at"), last=Max("ended_at"))
+        seconds = (window["last"] - window["first"]).total_seconds()
+        books = _books(prefix, steps)
+        statuses = defaultdict(int)
+        for status in Run.objects.filter(run_id__startswith=prefix).values_list("status", flat=True):
+            statuses[status] += 1
+    finally:
+        runs_delete(prefix)
+    return {
+        "vendor": connection.vendor, "runs": runs, "steps": steps, "workers": fleet.worker_count,
+        "concurrency": concurrency, "seconds": seconds, "runs_per_second": runs / seconds,
+        "steps_per_second": runs * steps / seconds, "statuses": dict(statuses), "cpu_seconds": cpu, **books,
+    }
+
+
+def _books(prefix: str, steps: int) -> dict[str, Any]:
+    """Lost and repeated steps, from the runs, their legs and their journals."""
+    from runs.models import JournalEntry, Leg, Run
+
+    expected = {"step-start": steps, "step-finish": steps, "tool-result": steps - 1}
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    seqs: dict[str, list[int]] = defaultdict(list)
+    for run_id, seq, part in (JournalEntry.objects.filter(run__run_id__startswith=prefix, is_sentinel=False)
+                              .order_by("run_id", "seq").values_list("run__run_id", "seq", "part")):
+        seqs[run_id].append(seq)
+        kind = json.loads(unseal_text(part)).get("type")
+        if kind in expected:
+            counts[run_id][kind] += 1
+    runs = dict(Run.objects.filter(run_id__startswith=prefix).values_list("run_id", "step_index"))
+    legs = defaultdict(int)
+    for run_id in Leg.objects.filter(run__run_id__startswith=prefix).values_list("run__run_id", flat=True):
+        legs[run_id] += 1
+    lost = repeated = 0
+    for run_id in runs:
+        for kind, want in expected.items():
+            got = counts[run_id][kind]
+            lost += max(0, want - got)
+            repeated += max(0, got - want)
+    return {
+        "journal_gaps": sum(found != list(range(len(found))) for found in seqs.values()),
+        "runs_with_wrong_steps": sum(index != steps - 1 for index in runs.values()),
+        "steps_lost": lost, "steps_repeated": repeated,
+        "legs_beyond_one": sum(count - 1 for count in legs.values()),
+    }
