@@ -114,7 +114,7 @@ DEUZ_MAX_STREAMS_PER_USER = env_int("DEUZ_MAX_STREAMS_PER_USER", default=20, min
 # Database connections a web process's followers share, whatever their number (runs/follower_reads.py).
 DEUZ_FOLLOWER_DATABASE_THREADS = env_int("DEUZ_FOLLOWER_DATABASE_THREADS", default=4, minimum=1)
 # A leg's steady checkpoint saves skip the ORM's thread (runs.stores.direct): on the event loop's own SQLite
-# connection, or one async PostgreSQL connection per running leg. Off: every save goes through the ORM's thread.
+# connection, or one async PostgreSQL connection per process shared by its legs. Off: every save through the ORM.
 DEUZ_DIRECT_SAVES = env_bool("DEUZ_DIRECT_SAVES", default=True)
 
 # How long an approval request stays decidable after it is issued.

@@ -271,12 +271,6 @@ class _Leg:
 
     async def close(self, finish_reason: str, usage: dict, error: str, retry: RetryPlan | None = None) -> None:
         claim = self.claim
-        aclose = getattr(self.sessions, "aclose", None)
-        if aclose is not None:  # the store's own connection, if it opened one (runs.stores.direct)
-            try:
-                await aclose()
-            except Exception as exc:  # a connection that will not close costs nothing more than this warning
-                logger.warning("Closing the store of %s failed (%s).", claim.run_id, type(exc).__name__)
         if self.lost.is_set():
             logger.warning("Run %s is owned by a newer epoch than %d; this worker abandons it.", claim.run_id, claim.epoch)
             return

@@ -9,25 +9,28 @@ nothing). The connection waits for SQLite's write lock only briefly: a busy data
 writing) answers None and the caller takes the ORM's path through a thread, which waits as long as it must.
 
 On PostgreSQL a steady save is one statement (runs.stores.db folds the fence, the inserts and the journal parts
-into data-modifying CTEs), so a fenced view sends it on an async psycopg connection of its own, in autocommit:
-one round trip, awaited on the loop. The view opens it on its first such save and closes it with the leg
-(``aclose``); a connection that cannot be opened answers DirectUnavailable and the ORM's path takes over.
+into data-modifying CTEs), so a fenced view sends it on the event loop's own async psycopg connection, in
+autocommit: one round trip, awaited on the loop. One such connection per loop (per process), shared by its
+legs; a connection that cannot be opened answers DirectUnavailable and the ORM's path takes over.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
 __all__ = [
-    "BUSY_SECONDS", "CONNECT_HOOKS", "LOCK_TIMEOUT_MS", "AsyncPostgres", "DirectUnavailable", "close", "enabled",
-    "fenced_write", "sql",
+    "BUSY_SECONDS", "CONNECT_HOOKS", "LOCK_TIMEOUT_MS", "RETRY_SECONDS", "AsyncPostgres", "DirectUnavailable",
+    "close", "enabled", "fenced_write", "sql",
 ]
 
 logger = logging.getLogger("deuz.stores")
@@ -39,6 +42,9 @@ BUSY_SECONDS = 0.05
 
 #: How long a PostgreSQL direct save waits for a row lock before handing the save to a thread instead.
 LOCK_TIMEOUT_MS = 100
+
+#: After failing to open its PostgreSQL connection (too many clients, say), how long a loop saves through the ORM.
+RETRY_SECONDS = 30
 
 #: Called with each new direct connection (the benchmarks set PRAGMA synchronous here, as for Django's).
 CONNECT_HOOKS: list[Callable[[sqlite3.Connection], None]] = []
@@ -122,59 +128,104 @@ def close() -> None:
 
 
 class AsyncPostgres:
-    """One fenced view's own async connection to the default PostgreSQL database, in autocommit, opened on first
-    use on the event loop that uses it. Failing to open it is remembered: the view keeps the ORM's path."""
+    """A fenced view's door to its event loop's own async connection to the default PostgreSQL database.
 
-    __slots__ = ("_connection", "_failed")
+    One connection per event loop (a worker process's, daphne's), shared by every view on it one statement at a
+    time, as the ORM's one thread is: however many legs run, a process holds one more connection, not one a leg.
+    It is opened on first use, in autocommit, and closed when the loop shuts down its async generators (as
+    ``asyncio.run`` and asgiref do at their end) or by ``aclose``."""
 
-    def __init__(self) -> None:
-        self._connection: Any = None
-        self._failed = False
+    __slots__ = ()
 
     async def fetch_one(self, statement: str, params: list[Any]) -> tuple[Any, ...] | None:
         """Run one statement (its own transaction) and answer its first row; DirectUnavailable when there is no
-        connection to run it on. A broken connection is dropped, so the next call opens a new one."""
+        connection to run it on, or the run's row is locked. A broken connection is dropped (the next call opens
+        another)."""
         import psycopg
 
-        connection = await self._open()
-        try:
-            async with connection.cursor() as cursor:
-                await cursor.execute(statement, params)
-                return await cursor.fetchone()
-        except psycopg.errors.LockNotAvailable as exc:
-            # Another transaction holds the run's row (a thread's save may be waiting for the journal writer this
-            # save holds): nothing was written; the ORM's path waits for the row instead.
-            raise DirectUnavailable("the run's row is locked") from exc
-        except BaseException:
-            if connection.broken or connection.closed:
-                self._connection = None
-            raise
+        shared = _loop_connection()
+        async with shared.lock:
+            connection = await shared.open()
+            try:
+                async with connection.cursor() as cursor:
+                    await cursor.execute(statement, params)
+                    return await cursor.fetchone()
+            except psycopg.errors.LockNotAvailable as exc:
+                # Another transaction holds the run's row (a thread's save may be waiting for the journal writer
+                # this save holds): nothing was written; the ORM's path waits for the row instead.
+                raise DirectUnavailable("the run's row is locked") from exc
+            except BaseException:
+                if connection.broken or connection.closed:
+                    await shared.close()
+                raise
 
     async def aclose(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None and not connection.closed:
-            await connection.close()
+        """Close this event loop's connection now (the next direct save opens another)."""
+        shared = _by_loop.get(asyncio.get_running_loop())
+        if shared is not None:
+            async with shared.lock:
+                await shared.close()
 
-    async def _open(self) -> Any:
-        if self._connection is not None and not self._connection.closed:
-            return self._connection
-        if self._failed:
-            raise DirectUnavailable("this view could not open its connection")
+
+class _LoopConnection:
+    """An event loop's own connection, its lock, and the async generator that closes it with the loop."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.connection: Any = None
+        self.failed_at: float | None = None
+        self._closer: Any = None
+
+    async def open(self) -> Any:
+        if self.connection is not None and not self.connection.closed:
+            return self.connection
+        if self.failed_at is not None and time.monotonic() - self.failed_at < RETRY_SECONDS:
+            raise DirectUnavailable("this event loop could not open its connection lately")
         import psycopg
 
-        db = connections[DEFAULT_DB_ALIAS]
-        params = db.get_connection_params()
+        params = connections[DEFAULT_DB_ALIAS].get_connection_params()
         params.pop("cursor_factory", None)
         try:
             # Server-side binding: a save's folded statement with its 25-odd params goes faster than bound here.
-            self._connection = await psycopg.AsyncConnection.connect(
+            connection = await psycopg.AsyncConnection.connect(
                 autocommit=True, cursor_factory=psycopg.AsyncCursor, **params
             )
             # Waiting for a lock here would block nobody's thread but could wait on a thread that waits on this
             # save (a journal writer's lock): give up at once and let the ORM's path wait.
-            await self._connection.execute(f"SET lock_timeout = '{LOCK_TIMEOUT_MS}ms'")
+            await connection.execute(f"SET lock_timeout = '{LOCK_TIMEOUT_MS}ms'")
         except psycopg.Error as exc:
-            self._failed = True
-            logger.warning("No direct connection to PostgreSQL (%s); saves go through the ORM.", type(exc).__name__)
+            self.failed_at = time.monotonic()
+            logger.warning("No direct connection to PostgreSQL (%s); saves go through the ORM for %d s.",
+                           type(exc).__name__, RETRY_SECONDS)
             raise DirectUnavailable(type(exc).__name__) from exc
-        return self._connection
+        self.connection = connection
+        self._closer = _closing(connection)
+        await self._closer.__anext__()  # registered with the loop, which closes it when it shuts down
+        return connection
+
+    async def close(self) -> None:
+        connection, closer = self.connection, self._closer
+        self.connection = self._closer = None
+        if closer is not None:
+            await closer.aclose()
+        elif connection is not None and not connection.closed:
+            await connection.close()
+
+
+async def _closing(connection: Any) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        if not connection.closed:
+            await connection.close()
+
+
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopConnection] = weakref.WeakKeyDictionary()
+
+
+def _loop_connection() -> _LoopConnection:
+    loop = asyncio.get_running_loop()
+    shared = _by_loop.get(loop)
+    if shared is None:
+        shared = _by_loop[loop] = _LoopConnection()
+    return shared

@@ -16,6 +16,7 @@ from runs.services import Claim
 from runs.stores import direct
 from runs.stores.db import DatabaseSessionStore
 from runs.stores.journal import DatabaseStreamStateStore
+from tests.runs.processes import wait_until
 from tests.runs.test_db_store import _PartLog
 from tests.runs.test_store_contract import checkpoint, history
 
@@ -236,21 +237,29 @@ def _connections_here() -> int:
 
 
 @postgresql_only
-def test_steady_async_postgresql_saves_go_on_the_views_own_connection_closed_with_it(run_r1):
-    leg, store = leg_store()
+def test_the_legs_of_one_event_loop_share_one_connection_closed_with_the_loop(run_r1):
+    from django.db import connections
+
+    for name in ("r2", "r3"):
+        Run.objects.create(run_id=name, agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+    views = [_Leg(Claim(name, 3, 1, "start"), fault=lambda point: None).session_store() for name in ("r1", "r2", "r3")]
     before = _connections_here()
     seen = {}
 
-    async def saves():
-        await store.save(checkpoint(step=0, messages=history(2)))
+    async def steady(view, name):
+        await view.save(checkpoint(name, step=0, messages=history(2)))  # the first reads the head on the ORM's thread
         for step in range(1, 4):
-            await store.save(checkpoint(step=step, messages=history(2 * step + 2)))
-        seen["open"] = await sync_to_async(_connections_here)()
-        await finish(store)
+            await view.save(checkpoint(name, step=step, messages=history(2 * step + 2)))
 
-    asyncio.run(saves())
-    assert DatabaseSessionStore().load("r1")["messages"] == history(8)
-    assert seen["open"] >= before + 1 and _connections_here() <= seen["open"] - 1
+    async def legs():
+        await asyncio.gather(*(steady(view, name) for view, name in zip(views, ("r1", "r2", "r3"))))
+        seen["open"] = await sync_to_async(_connections_here)()
+        await sync_to_async(connections.close_all)()  # the ORM's thread's; the loop's own closes with the loop
+
+    asyncio.run(legs())
+    assert [DatabaseSessionStore().load(name)["messages"] for name in ("r1", "r2", "r3")] == [history(8)] * 3
+    assert seen["open"] == before + 2  # the ORM's thread and the loop's one direct connection, for three legs
+    assert wait_until(lambda: _connections_here() == before, timeout=5)  # the server sees the close a moment later
 
 
 @postgresql_only
