@@ -263,6 +263,11 @@ def _database_from_url(url: str) -> dict:
         # A process frozen inside a transaction (a stopped VM, a debugger) must not hold a run's row lock
         # forever: PostgreSQL ends such a session, its locks go, and the run's lease can lapse and move on.
         config.setdefault("OPTIONS", {}).setdefault("options", "-c idle_in_transaction_session_timeout=60000")
+        pool_size = env_int("DEUZ_DATABASE_POOL_SIZE", default=20, minimum=0)
+        if pool_size:
+            # Each request's thread borrows a connection and gives it back (Django's psycopg pool), so 200 requests
+            # at once wait a moment for one of a bounded few rather than open 200 and exhaust PostgreSQL.
+            config["OPTIONS"]["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 30}
     if config["ENGINE"] == "django.db.backends.sqlite3":
         options = config.setdefault("OPTIONS", {})
         # Workers and the server write the same file: wait for a lock instead of
