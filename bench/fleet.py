@@ -193,6 +193,7 @@ class Follower:
         self.first_part = asyncio.Event()
         self.errors: list[str] = []  # error parts the stream sent (the follower then reconnects)
         self.complete = False
+        self._seen_when_done: int | None = None  # parts seen when the run was first found done
 
     @property
     def cursor(self) -> int:
@@ -205,8 +206,13 @@ class Follower:
             except (httpx.HTTPError, websockets.WebSocketException, OSError):
                 ended = False
             if ended and await self.is_done(self.run_id):
-                self.complete = True
-                return
+                if self._seen_when_done == len(self.seqs):
+                    self.complete = True
+                    return
+                # The run finished after this stream's [DONE] (a turn that ended at a suspension, then the leg
+                # after the verdict): read once more from the cursor, as a client does, before calling it done.
+                self._seen_when_done = len(self.seqs)
+                continue
             await asyncio.sleep(0.3)  # a turn ended (waiting for a verdict) or the connection dropped
 
     def _opened(self) -> None:

@@ -151,7 +151,6 @@ class _Leg:
         self.definition: AgentDefinition | None = None
         self.last_parts: list[dict[str, Any]] = []  # the worker's own word on the leg, written before its sentinel
         self.mirror_folded = False  # set by session_store
-        self.sessions: Any = None  # the leg's fenced session store, once it starts
 
     def on_save(self, saved: SavedCheckpoint) -> None:
         """Inside every checkpoint's transaction: the journal first, then the run's mirror and approvals."""
@@ -172,12 +171,17 @@ class _Leg:
             )
         return sessions.fenced(self.claim.run_id, self.claim.epoch, on_save=hook)
 
+    def _begin_sync(self) -> tuple[Run, AgentDefinition, Any]:
+        """The run, its agent and the fenced store, in one trip to the ORM's thread (each trip costs a hop)."""
+        claim = self.claim
+        run = Run.objects.get(run_id=claim.run_id)
+        definition = agent_build(run.agent, leg=LegContext(run.run_id, claim.epoch, self.fault))
+        return run, definition, self.session_store()
+
     async def start(self) -> Any:
         claim = self.claim
-        run = await Run.objects.aget(run_id=claim.run_id)
-        definition = await sync_to_async(agent_build)(run.agent, leg=LegContext(run.run_id, claim.epoch, self.fault))
+        run, definition, store = await sync_to_async(self._begin_sync)()
         self.definition = definition
-        store = self.sessions = self.session_store()
         options = dict(
             model=definition.model,
             tools=definition.tools,
@@ -203,12 +207,11 @@ class _Leg:
                 }]
             messages = decode_value(json.loads(run.input_messages))
             return stream_chat(messages=messages, session=DurableSession(store=store, run_id=run.run_id), **options)
-        waiting = await sync_to_async(approval_suspension_pending_list)(run=run)
+        waiting, verdicts = await sync_to_async(_suspension_state)(run)
         if waiting:
             # The previous leg died after storing its suspension: the run still waits for reviewers. Never
             # resume it without their verdicts (that would deny by default); say again what it waits on.
             return _Resuspension(run.run_id, waiting)
-        verdicts = await sync_to_async(approval_verdicts_for_resume)(run=run)
         if claim.kind == "recovery" and checkpoint["status"] == "suspended":
             # The dead leg was settling these verdicts (its tool phase may have streamed results): it restarts.
             step = checkpoint["step_index"]
@@ -281,6 +284,12 @@ class _Leg:
             )
         except OwnershipLostError:
             logger.warning("Run %s was claimed by another worker before its leg closed; abandoned.", claim.run_id)
+
+
+def _suspension_state(run: Run) -> tuple[list[Any], Any]:
+    """A resumed run's open requests, or else the verdicts to resume with (one trip to the ORM's thread)."""
+    waiting = approval_suspension_pending_list(run=run)
+    return waiting, (None if waiting else approval_verdicts_for_resume(run=run))
 
 
 async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
