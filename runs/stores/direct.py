@@ -29,7 +29,8 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
 __all__ = [
-    "BUSY_SECONDS", "CONNECT_HOOKS", "LOCK_TIMEOUT_MS", "RETRY_SECONDS", "AsyncPostgres", "DirectUnavailable",
+    "APPLICATION_NAME", "BUSY_SECONDS", "CONNECT_HOOKS", "LOCK_TIMEOUT_MS", "RETRY_SECONDS", "AsyncPostgres",
+    "DirectUnavailable",
     "close", "enabled", "fenced_write", "sql",
 ]
 
@@ -42,6 +43,9 @@ BUSY_SECONDS = 0.05
 
 #: How long a PostgreSQL direct save waits for a row lock before handing the save to a thread instead.
 LOCK_TIMEOUT_MS = 100
+
+#: The application_name of the loops' own PostgreSQL connections (one per process).
+APPLICATION_NAME = "deuz direct saves"
 
 #: After failing to open its PostgreSQL connection (too many clients, say), how long a loop saves through the ORM.
 RETRY_SECONDS = 30
@@ -185,6 +189,7 @@ class _LoopConnection:
 
         params = connections[DEFAULT_DB_ALIAS].get_connection_params()
         params.pop("cursor_factory", None)
+        params.setdefault("application_name", APPLICATION_NAME)  # how pg_stat_activity tells these apart
         try:
             # Server-side binding: a save's folded statement with its 25-odd params goes faster than bound here.
             connection = await psycopg.AsyncConnection.connect(
