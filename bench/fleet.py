@@ -27,21 +27,11 @@ import websockets
 from django.db import connection
 from httpx_sse import aconnect_sse
 
-__all__ = ["Fleet", "Follower", "ProcessStats", "api_users", "closing", "database_url"]
+from runs.database_url import database_url
+
+__all__ = ["Fleet", "Follower", "ProcessStats", "api_users", "closing"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def database_url() -> str:
-    """This process's database as a DATABASE_URL, for the fleet's processes to share."""
-    params = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{params['NAME']}"
-    if connection.vendor == "postgresql":
-        password = f":{params['PASSWORD']}" if params.get("PASSWORD") else ""
-        return (f"postgres://{params['USER']}{password}@{params['HOST'] or '127.0.0.1'}:"
-                f"{params['PORT'] or 5432}/{params['NAME']}")
-    raise ValueError(f"No fleet on {connection.vendor}.")
 
 
 @dataclass

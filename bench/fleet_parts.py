@@ -17,7 +17,8 @@ from typing import Any
 from django.db import connection
 
 from bench import motion, tail, throughput
-from bench.fleet import BENCH_ENV, BENCH_SETTINGS, Fleet, database_url
+from bench.fleet import BENCH_ENV, BENCH_SETTINGS, Fleet
+from runs.database_url import database_url
 
 __all__ = ["FULL", "QUICK", "Sizes", "measure"]
 

@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connection
 
 from bench.workload import MESSAGES, TOOL_RESULT, bench_run, durable_store, run_steps
+from runs.database_url import database_url
 from runs.models import Run
 
 __all__ = ["BARS", "LOAD_BAR_MS", "measure", "measure_load"]
@@ -29,17 +30,6 @@ __all__ = ["BARS", "LOAD_BAR_MS", "measure", "measure_load"]
 BARS = {"sqlite": 8.0, "postgresql": 12.0}
 LOAD_BAR_MS = 20.0
 _ROOT = Path(__file__).resolve().parent.parent
-
-
-def database_url() -> str:
-    """The URL of the database this process uses (the test database under pytest), for a child process."""
-    config = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{config['NAME']}"
-    user = config.get("USER") or ""
-    password = f":{config['PASSWORD']}" if config.get("PASSWORD") else ""
-    auth = f"{user}{password}@" if user else ""
-    return f"postgres://{auth}{config.get('HOST') or '127.0.0.1'}:{config.get('PORT') or 5432}/{config['NAME']}"
 
 
 def _interrupted_run(steps: int) -> Run:

@@ -149,7 +149,7 @@ class DatabaseSessionStore:
         if self._postgres is not None:
             return self._asave_postgresql(checkpoint)
         if self._save_direct(checkpoint):
-            return _DONE()
+            return _completed(None)
         return self._save_async(checkpoint)  # one thread hop, through a wrapper built once per view
 
     def load(self, run_id: str) -> Any:
@@ -558,10 +558,6 @@ class DirectSaveHook(Protocol):
     def __call__(self, saved: SavedCheckpoint) -> None: ...
 
     def direct(self, checkpoint: AgentCheckpoint, previous_status: str | None, run_pk: int) -> DirectHookWork | None: ...
-
-
-async def _DONE() -> None:
-    return None
 
 
 async def _completed(value: Any) -> Any:

@@ -14,13 +14,14 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from runs.database_url import database_url
 from runs.models import Run
 from runs.selectors import run_checkpoint_list, run_get
 from runs.services import run_start
 from runs.stores.journal import DatabaseStreamStateStore
 from tests.browser.serving import ServeProcess
 from tests.environment import PRODUCTION_ENV, clean_env
-from tests.runs.processes import WorkerProcess, database_url
+from tests.runs.processes import WorkerProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

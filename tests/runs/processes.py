@@ -12,18 +12,9 @@ from pathlib import Path
 
 from django.db import connection
 
+from runs.database_url import database_url
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def database_url() -> str:
-    """The URL of the test database this process uses, for a child process to share."""
-    settings = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{settings['NAME']}"
-    if connection.vendor == "postgresql":
-        password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
-        return f"postgres://{settings['USER']}{password}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
-    raise AssertionError(f"No worker processes on {connection.vendor}.")
 
 
 class WorkerProcess:

@@ -10,9 +10,10 @@ from django.conf import settings
 from django.db import connection
 
 from bench import motion, tail, throughput
-from bench.fleet import BENCH_ENV, BENCH_SETTINGS, Fleet, database_url
+from bench.fleet import BENCH_ENV, BENCH_SETTINGS, Fleet
 from bench.report import fleet_table
 from bench.stats import percentile, summary
+from runs.database_url import database_url
 
 
 def test_a_percentile_is_the_nearest_rank():

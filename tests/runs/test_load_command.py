@@ -9,8 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from runs.database_url import database_url
 from tests.environment import REPO_ROOT, clean_env
-from tests.runs.processes import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -41,6 +41,7 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.cli_format import table
+from runs.database_url import database_url
 from runs.models import Checkpoint, Effect, EffectTransition, JournalEntry, Leg, Run, SandboxCommand, SandboxPayment
 from runs.runtime.faults import FaultPoint
 
@@ -117,19 +118,12 @@ def full_matrix() -> list[Schedule]:
 # ------------------------------------------------------------------------------------------- processes
 
 
-def database_url() -> str:
+def _database_url() -> str:
     """The URL of the database this process uses, for the worker processes to share."""
-    config = connection.settings_dict
-    if connection.vendor == "sqlite":
-        name = config["NAME"]
-        if not name or str(name).startswith(":memory:") or "mode=memory" in str(name):
-            raise CommandError("An in-memory SQLite database cannot be shared with worker processes.")
-        return f"sqlite:///{name}"
-    if connection.vendor == "postgresql":
-        password = f":{config['PASSWORD']}" if config.get("PASSWORD") else ""
-        port = f":{config['PORT']}" if config.get("PORT") else ""
-        return f"postgres://{config['USER']}{password}@{config['HOST'] or 'localhost'}{port}/{config['NAME']}"
-    raise CommandError(f"The crash matrix runs on SQLite and PostgreSQL, not {connection.vendor}.")
+    try:
+        return database_url()
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _child_env(**extra: str) -> dict[str, str]:
@@ -149,7 +143,7 @@ class WorkerProcess:
         with open(self.log, "wb") as output:
             self.process = subprocess.Popen(
                 [sys.executable, "manage.py", "worker", "--poll", "0.1", "--concurrency", "1", "--worker-id", name],
-                cwd=REPO_ROOT, env=_child_env(DATABASE_URL=database_url(), **env), stdout=output,
+                cwd=REPO_ROOT, env=_child_env(DATABASE_URL=_database_url(), **env), stdout=output,
                 stderr=subprocess.STDOUT,
             )
 
@@ -623,7 +617,7 @@ class Command(BaseCommand):
 
     def run_matrix(self, *, quick: bool, replay: str | None, failures: str, only: str | None,
                    **options: Any) -> None:
-        database_url()  # the worker processes must be able to share this database
+        _database_url()  # the worker processes must be able to share this database
         schedules = _schedules_from(replay) if replay else (quick_matrix() if quick else full_matrix())
         if only:
             schedules = [schedule for schedule in schedules if only in schedule.name]
