@@ -54,22 +54,27 @@ class JournalWriter:
     def flush_sync(self) -> int:
         """Write the source's new parts (inside the caller's transaction when there is one)."""
         with self._lock:
-            if self.source is None:
-                return self.last_seq
-            new = self.source.parts_from(self._taken)[: self.MAX_BATCH]
-            if not new:
+            if self.source is None or self.source.parts_count() <= self._taken:
                 return self.last_seq
             if self._next_seq is None:
                 self._next_seq = self.store.last_seq(self.run_id) + 1
                 self._is_continuation = self._next_seq > 0
-            parts = journal_parts(new, is_continuation=bool(self._is_continuation))
-            if self.prefix:
-                parts, self.prefix = [*self.prefix, *parts], []
+            taken, parts = self._pending(self.MAX_BATCH)
             if parts:
                 self.last_seq = self.store.append(self.run_id, parts, first_seq=self._next_seq)
-                self._next_seq = self.last_seq + 1
-            self._taken += len(new)
+                self._next_seq, self.prefix = self.last_seq + 1, []
+            self._taken += taken
             return self.last_seq
+
+    def _pending(self, limit: int | None = None) -> tuple[int, list[dict[str, Any]]]:
+        """Under the lock, the next seq known: how many of the source's parts are new, and the wire parts that
+        write them (the prefix first, with the first new parts)."""
+        new = self.source.parts_from(self._taken) if self.source is not None else []
+        if limit is not None:
+            new = new[:limit]
+        if not new:
+            return 0, []
+        return len(new), [*self.prefix, *journal_parts(new, is_continuation=bool(self._is_continuation))]
 
     def position(self) -> tuple[Any, ...]:
         """Where the writer stands (what it took from the source, the next seq, its prefix), for ``rewind``."""
@@ -90,18 +95,14 @@ class JournalWriter:
         if append is None or not self._lock.acquire(blocking=False):
             return None
         try:
-            new = self.source.parts_from(self._taken) if self.source is not None else []
-            if new and self._next_seq is None:
+            if self._next_seq is None and self.source is not None and self.source.parts_count() > self._taken:
                 self._lock.release()
                 return None
-            parts = journal_parts(new, is_continuation=bool(self._is_continuation)) if new else []
-            prefixed = bool(parts and self.prefix)
-            if prefixed:
-                parts = [*self.prefix, *parts]
+            taken, parts = self._pending()
         except BaseException:
             self._lock.release()
             raise
-        return _DirectFlush(self, append, run_pk, parts, len(new), prefixed)
+        return _DirectFlush(self, append, run_pk, parts, taken)
 
     def flush_all_sync(self) -> int:
         """Flush until every part emitted so far is written (the checkpoint hook: nothing may lag behind)."""
@@ -149,10 +150,7 @@ class JournalWriter:
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            new = self.source.parts_from(self._taken)[: self.MAX_BATCH]
-            parts = journal_parts(new, is_continuation=bool(self._is_continuation))
-            if parts and self.prefix:
-                parts = [*self.prefix, *parts]
+            taken, parts = self._pending(self.MAX_BATCH)
             if parts:
                 first = self._next_seq
 
@@ -165,7 +163,7 @@ class JournalWriter:
                 except direct.DirectUnavailable:
                     return False
                 self._next_seq, self.prefix = self.last_seq + 1, []
-            self._taken += len(new)
+            self._taken += taken
             return True
         finally:
             self._lock.release()
@@ -187,12 +185,13 @@ class _DirectFlush:
     """A writer's flush inside a direct checkpoint save: it holds the writer's lock from ``direct_flush`` to
     ``done``, and moves the writer's counters only once the transaction committed."""
 
-    __slots__ = ("_append", "_last", "_parts", "_prefixed", "_run_pk", "_taken", "_writer")
+    __slots__ = ("_append", "_last", "_parts", "_run_pk", "_taken", "_writer")
 
-    def __init__(self, writer: JournalWriter, append: Any, run_pk: int, parts: list[dict[str, Any]], taken: int,
-                 prefixed: bool) -> None:
+    def __init__(
+        self, writer: JournalWriter, append: Any, run_pk: int, parts: list[dict[str, Any]], taken: int
+    ) -> None:
         self._writer, self._append, self._run_pk = writer, append, run_pk
-        self._parts, self._taken, self._prefixed = parts, taken, prefixed
+        self._parts, self._taken = parts, taken
         self._last: int | None = None
 
     def write(self, cursor: Any) -> None:
@@ -214,9 +213,7 @@ class _DirectFlush:
         try:
             if committed and self._taken:
                 if self._last is not None:
-                    writer.last_seq, writer._next_seq = self._last, self._last + 1
-                if self._prefixed:
-                    writer.prefix = []
+                    writer.last_seq, writer._next_seq, writer.prefix = self._last, self._last + 1, []
                 writer._taken += self._taken
                 writer._skip_tick = True
         finally:

@@ -246,7 +246,8 @@ class DatabaseSessionStore:
             if work is not None:
                 work.done(committed)
         messages = checkpoint["messages"]
-        self._heads[checkpoint["run_id"]] = _Head(row.head_id, len(messages), head_plain, messages, checkpoint["status"])
+        key, status = checkpoint["run_id"], checkpoint["status"]
+        self._heads[key] = _Head(row.head_id, len(messages), head_plain, messages, status)
         return row
 
     def _save_direct(self, checkpoint: AgentCheckpoint) -> bool:
@@ -557,7 +558,9 @@ class DirectSaveHook(Protocol):
 
     def __call__(self, saved: SavedCheckpoint) -> None: ...
 
-    def direct(self, checkpoint: AgentCheckpoint, previous_status: str | None, run_pk: int) -> DirectHookWork | None: ...
+    def direct(
+        self, checkpoint: AgentCheckpoint, previous_status: str | None, run_pk: int
+    ) -> DirectHookWork | None: ...
 
 
 async def _completed(value: Any) -> Any:
