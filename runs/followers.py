@@ -42,6 +42,7 @@ from runs.runtime.wire import DONE, IDLE, FollowState, JournalPage, follow_journ
 from runs.secrets import service_secrets
 from runs.services import run_claim
 from runs.stores import get_store
+from runs.stores.journal import part_decode
 
 __all__ = [
     "DEFAULT_MAX_STREAMS_PER_USER",
@@ -249,12 +250,17 @@ class Follow:
         return {**part, "approval": {key: value for key, value in approval.items() if key != "token"}}
 
     async def read(self, after: int) -> JournalPage:
+        listener = self._listener
+        if listener is not None and (page := listener.live_page(after)) is not None:
+            return page
         page = await self._run(_read_page, self.run_id, after)
-        if page.parts and self._listener is not None:
-            self._listener.heard()
+        if page.parts and listener is not None:
+            listener.heard()
         return page
 
     async def state(self) -> FollowState:
+        if self._listener is not None and (state := self._listener.live_state()) is not None:
+            return state
         return await self._run(_follow_state, self.run_id)
 
     async def continue_run(self) -> None:
@@ -291,12 +297,130 @@ def _claim(follower_id: str, run_id: str) -> list:
     return run_claim(worker_id=follower_id, limit=1, run_id=run_id)
 
 
+class _RunTail:
+    """One run's live notifications in this process: one channel in the run's group for every follower of the
+    run on this event loop (500 followers of a run cost one receive and one decode a notification, not 500),
+    the parts the notifications carried (the last ``KEEP``), and the followers to wake."""
+
+    KEEP = 2000
+
+    def __init__(self, run_id: str, layer: Any) -> None:
+        self.run_id = run_id
+        self.layer = layer
+        self.channel: str | None = None
+        self.listeners: set[_Listener] = set()
+        self.parts: dict[int, StreamPart] = {}  # seq -> part, in the order they came
+        self.heard_seq = -1  # the highest seq a notification named
+        self.messages = 0  # notifications received
+        self.ended_at = -1  # ``messages`` when a leg's end was last heard
+        self.opened: asyncio.Task[None] | None = None
+        self.receiving: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        try:
+            self.channel = await self.layer.new_channel()
+            await self.layer.group_add(run_group_name(self.run_id), self.channel)
+        except Exception as exc:  # no live push: the poll still finds every part
+            logger.warning("Live push unavailable for %s: %s", self.run_id, type(exc).__name__)
+            self.channel = None
+            return
+        self.receiving = asyncio.get_running_loop().create_task(self._receive())
+
+    async def close(self) -> None:
+        if self.receiving is not None:
+            self.receiving.cancel()
+        if self.channel is not None:
+            try:
+                await self.layer.group_discard(run_group_name(self.run_id), self.channel)
+            except Exception:  # the group entry expires on its own
+                pass
+
+    async def _receive(self) -> None:
+        failures = 0
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a broken layer: followers poll meanwhile
+                failures += 1
+                if failures == 1:
+                    logger.warning("Live push for %s failed: %s", self.run_id, type(exc).__name__)
+                await asyncio.sleep(min(5.0, 0.1 * 2**failures))
+                continue
+            failures = 0
+            self.heard(message)
+
+    def heard(self, message: dict[str, Any]) -> None:
+        """A journal notification (runs.journal.JournalWriter.notify): keep its parts, wake the followers."""
+        self.messages += 1
+        first, texts = message.get("first"), message.get("parts")
+        if isinstance(first, int) and isinstance(texts, list):
+            for offset, text in enumerate(texts):
+                try:
+                    self.parts[first + offset] = part_decode(text)
+                except Exception:  # not one of ours, or keys that differ: the follower reads the journal instead
+                    logger.warning("A notification of %s carried a part that does not decode.", self.run_id)
+                    break
+            while len(self.parts) > self.KEEP:
+                del self.parts[next(iter(self.parts))]
+        if isinstance(message.get("seq"), int):
+            self.heard_seq = max(self.heard_seq, message["seq"])
+        if message.get("end"):
+            self.ended_at = self.messages
+        for listener in self.listeners:
+            listener.woken.set()
+
+
+# This process's run tails, per event loop (tests run several loops) and run.
+_tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _RunTail]] = weakref.WeakKeyDictionary()
+
+
+async def _tail_join(listener: _Listener) -> _RunTail | None:
+    layer = get_channel_layer()
+    if layer is None:
+        return None
+    tails = _tails.setdefault(asyncio.get_running_loop(), {})
+    tail = tails.get(listener.run_id)
+    if tail is None:
+        tail = tails[listener.run_id] = _RunTail(listener.run_id, layer)
+        tail.opened = asyncio.get_running_loop().create_task(tail.open())
+    tail.listeners.add(listener)
+    try:
+        await asyncio.shield(tail.opened)
+    except BaseException:
+        await _tail_leave(listener, tail)
+        raise
+    if tail.channel is None and tails.get(listener.run_id) is tail:
+        del tails[listener.run_id]  # the next follower tries the layer again
+    return tail
+
+
+async def _tail_leave(listener: _Listener, tail: _RunTail) -> None:
+    tail.listeners.discard(listener)
+    if tail.listeners:
+        return
+    tails = _tails.get(asyncio.get_running_loop(), {})
+    if tails.get(tail.run_id) is tail:
+        del tails[tail.run_id]
+    await tail.close()
+
+
+_ACTIVE = FollowState(is_active=True, is_producer_gone=False)
+
+
 class _Listener:
-    """Wake-ups from the run's Channels group; without a working layer the follower polls the journal.
+    """One follower's wake-ups from its run's tail (``_RunTail``); without a working layer the follower polls the
+    journal.
 
     The poll is a safety net for lost notifications, and 500 followers polling every second keep a web
     process busy; so a quiet run is polled less and less often (up to every ``MAX_POLL_SECONDS``), and
     again every second from the moment a notification or a part arrives.
+
+    A notification heard since the follower last asked where the run stands says it at once: its producer
+    has just written, so it is running and alive (``live_state``), and the parts it carried are read from
+    the tail (``live_page``). Anything else (the first look, a quiet poll, the end of a leg, a gap in the
+    carried parts) asks the database, so a follower ends its turn only on the database's word.
     """
 
     MAX_POLL_SECONDS = 5.0
@@ -304,9 +428,11 @@ class _Listener:
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
-        self.layer = get_channel_layer()
-        self.channel: str | None = None
+        self.tail: _RunTail | None = None
+        self.woken = asyncio.Event()
         self.quiet_polls = 0
+        self.asked_at = 0  # the tail's ``messages`` when the follower last asked where the run stands
+        self.trusts_tail = False  # the last answer came from the tail: so may the reads after it
 
     def heard(self) -> None:
         """Something happened: poll often again."""
@@ -316,34 +442,51 @@ class _Listener:
         return min(seconds * self.BACKOFF**self.quiet_polls, max(seconds, self.MAX_POLL_SECONDS))
 
     async def __aenter__(self) -> _Listener:
-        if self.layer is not None:
-            try:
-                self.channel = await self.layer.new_channel()
-                await self.layer.group_add(run_group_name(self.run_id), self.channel)
-            except Exception as exc:  # no live push: the poll still finds every part
-                logger.warning("Live push unavailable for %s: %s", self.run_id, type(exc).__name__)
-                self.channel = None
+        self.tail = await _tail_join(self)
+        if self.tail is not None:
+            self.asked_at = self.tail.messages  # what the tail heard before this follower came says nothing new
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self.channel is not None:
-            try:
-                await self.layer.group_discard(run_group_name(self.run_id), self.channel)
-            except Exception:  # the group entry expires on its own
-                pass
+        if self.tail is not None:
+            await _tail_leave(self, self.tail)
+
+    def live_state(self) -> FollowState | None:
+        """Running and alive, when a notification other than a leg's end came since the last ask; else None."""
+        tail = self.tail
+        if tail is None or tail.channel is None:
+            self.trusts_tail = False
+            return None
+        asked, self.asked_at = self.asked_at, tail.messages
+        self.trusts_tail = tail.messages > asked and tail.ended_at <= asked
+        return _ACTIVE if self.trusts_tail else None
+
+    def live_page(self, after: int) -> JournalPage | None:
+        """The parts after ``after`` from the tail, in an unbroken run of seqs; None when the journal must say."""
+        tail = self.tail
+        if not self.trusts_tail or tail is None:
+            return None
+        if tail.heard_seq <= after:
+            return JournalPage(parts=[], last_seq=tail.heard_seq, is_closed=False)
+        parts = []
+        seq = after + 1
+        while seq <= tail.heard_seq and (part := tail.parts.get(seq)) is not None:
+            parts.append((seq, part))
+            seq += 1
+        if not parts:
+            return None
+        return JournalPage(parts=parts, last_seq=parts[-1][0], is_closed=False)
 
     async def wait(self, seconds: float) -> None:
         """Until a journal notification or the next poll; either way the caller reads the journal again."""
         delay = self.next_wait(seconds)
         self.quiet_polls += 1
-        if self.channel is None:
+        if self.tail is None or self.tail.channel is None:
             await asyncio.sleep(delay)
             return
         try:
-            await asyncio.wait_for(self.layer.receive(self.channel), delay)
+            await asyncio.wait_for(self.woken.wait(), delay)
         except TimeoutError:
             return
-        except Exception:  # a broken layer: fall back to the poll
-            await asyncio.sleep(delay)
-            return
+        self.woken.clear()
         self.heard()

@@ -3,6 +3,11 @@
 The writer reads the leg's part log (the StreamChatResult) by position. It flushes every few milliseconds,
 and the session store calls it inside every checkpoint transaction, so a checkpoint is never committed
 ahead of the parts that led to it. Live followers are woken through a Channels group after each flush.
+
+The wake-up carries the parts committed since the last one, as the journal stores them (sealed when
+encryption keys are set), so a live follower needs no read of the journal per part (runs.followers): a
+part is in a notification only once its transaction committed (``transaction.on_commit`` inside a
+checkpoint's), and one too large to carry is left to a read.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
+from runs.errors import StaleOwnerError
 from runs.runtime.wire import journal_parts
 from runs.stores import direct, get_store
 
@@ -35,6 +41,8 @@ class JournalWriter:
     transaction), so a fast model costs a commit per batch, not per delta."""
 
     MAX_BATCH = 1000
+    #: The most text of parts one notification carries; more is left to the followers' read of the journal.
+    NOTIFY_MAX_CHARS = 256 * 1024
 
     def __init__(self, *, run_id: str, epoch: int, flush_seconds: float = 0.005) -> None:
         self.run_id = run_id
@@ -48,6 +56,13 @@ class JournalWriter:
         self.last_seq = -1
         self._notified = -1
         self._skip_tick = False  # a checkpoint's hook flushed since the last tick
+        # Parts' journal texts for the notifications, when the store encodes them apart (encode_parts).
+        self._encode = getattr(self.store, "encode_parts", None)
+        self._notes_lock = threading.Lock()  # guards _written, _committed, _sent (quick operations only)
+        self._written: list[tuple[int, list[str]]] = []  # batches written since the last notification (first seq, texts)
+        self._committed = -1  # the last seq whose transaction committed
+        self._sent = -1  # the last seq a notification carried, or passed over
+        self._aflushing: asyncio.Future[None] | None = None  # a flush awaiting PostgreSQL on the event loop
         #: Parts the leg writes before its own (a recovery notice the runtime could not know to send).
         self.prefix: list[dict[str, Any]] = []
 
@@ -59,22 +74,48 @@ class JournalWriter:
             if self._next_seq is None:
                 self._next_seq = self.store.last_seq(self.run_id) + 1
                 self._is_continuation = self._next_seq > 0
-            taken, parts = self._pending(self.MAX_BATCH)
+            taken, parts, texts = self._pending(self.MAX_BATCH)
             if parts:
-                self.last_seq = self.store.append(self.run_id, parts, first_seq=self._next_seq)
+                first = self._next_seq
+                self.last_seq = self.store.append(self.run_id, parts, first_seq=first, **self._encoded(texts))
                 self._next_seq, self.prefix = self.last_seq + 1, []
+                self._wrote(first, texts)
+                self._commits_with_caller(self.last_seq)
             self._taken += taken
             return self.last_seq
 
-    def _pending(self, limit: int | None = None) -> tuple[int, list[dict[str, Any]]]:
-        """Under the lock, the next seq known: how many of the source's parts are new, and the wire parts that
-        write them (the prefix first, with the first new parts)."""
+    def _pending(self, limit: int | None = None) -> tuple[int, list[dict[str, Any]], list[str] | None]:
+        """Under the lock, the next seq known: how many of the source's parts are new, the wire parts that
+        write them (the prefix first, with the first new parts), and their journal texts (None when the store
+        encodes them itself)."""
         new = self.source.parts_from(self._taken) if self.source is not None else []
         if limit is not None:
             new = new[:limit]
         if not new:
-            return 0, []
-        return len(new), [*self.prefix, *journal_parts(new, is_continuation=bool(self._is_continuation))]
+            return 0, [], None
+        parts = [*self.prefix, *journal_parts(new, is_continuation=bool(self._is_continuation))]
+        return len(new), parts, (self._encode(parts) if self._encode is not None else None)
+
+    @staticmethod
+    def _encoded(texts: list[str] | None) -> dict[str, Any]:
+        return {} if texts is None else {"encoded": texts}
+
+    def _wrote(self, first: int, texts: list[str] | None) -> None:
+        """A batch written from ``first`` on (committed or not yet), for the next notification."""
+        if texts:
+            with self._notes_lock:
+                self._written.append((first, texts))
+
+    def _commits_with_caller(self, last: int) -> None:
+        """``last`` is committed now, or once the transaction this write ran in (a checkpoint's) commits."""
+        if connections[DEFAULT_DB_ALIAS].in_atomic_block:
+            transaction.on_commit(lambda: self._commit(last))
+        else:
+            self._commit(last)
+
+    def _commit(self, last: int) -> None:
+        with self._notes_lock:
+            self._committed = max(self._committed, last)
 
     def position(self) -> tuple[Any, ...]:
         """Where the writer stands (what it took from the source, the next seq, its prefix), for ``rewind``."""
@@ -86,6 +127,8 @@ class JournalWriter:
         with self._lock:
             self._taken, self._next_seq, self._is_continuation, self.last_seq, prefix = position
             self.prefix = list(prefix)
+            with self._notes_lock:  # those batches were never committed
+                self._written = [batch for batch in self._written if batch[0] <= self.last_seq]
 
     def direct_flush(self, run_pk: int) -> _DirectFlush | None:
         """The parts a direct checkpoint save (runs.stores.direct) must write in its transaction, as its hook's
@@ -98,11 +141,11 @@ class JournalWriter:
             if self._next_seq is None and self.source is not None and self.source.parts_count() > self._taken:
                 self._lock.release()
                 return None
-            taken, parts = self._pending()
+            taken, parts, texts = self._pending()
         except BaseException:
             self._lock.release()
             raise
-        return _DirectFlush(self, append, run_pk, parts, taken)
+        return _DirectFlush(self, append, run_pk, parts, texts, taken)
 
     def flush_all_sync(self) -> int:
         """Flush until every part emitted so far is written (the checkpoint hook: nothing may lag behind)."""
@@ -116,9 +159,13 @@ class JournalWriter:
         and the leg's terminal sentinel after them."""
         self.flush_all_sync()
         with self._lock:
-            last = self.store.append(self.run_id, list(last_parts), end_leg=True, first_seq=self._next_seq)
+            first, texts = self._next_seq, (self._encode(list(last_parts)) if self._encode and last_parts else None)
+            last = self.store.append(self.run_id, list(last_parts), end_leg=True, first_seq=first,
+                                     **self._encoded(texts))
             if last_parts:
                 self.last_seq, self._next_seq = last, last + 1
+                self._wrote(first, texts)
+                self._commits_with_caller(last)
             return last
 
     async def run(self, done: asyncio.Event) -> None:
@@ -136,7 +183,7 @@ class JournalWriter:
         """One round of ``run``: flush what is new (unless a checkpoint just did), then wake followers."""
         skip, self._skip_tick = self._skip_tick, False
         if self.source is not None and self.source.parts_count() > self._taken and not skip:
-            if not self._flush_direct():
+            if not self._flush_direct() and not await self._aflush_postgresql():
                 await sync_to_async(self.flush_sync)()
         await self.notify()
 
@@ -150,12 +197,12 @@ class JournalWriter:
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            taken, parts = self._pending(self.MAX_BATCH)
+            taken, parts, texts = self._pending(self.MAX_BATCH)
             if parts:
                 first = self._next_seq
 
                 def write(cursor: Any) -> int:
-                    return append(cursor, fence.hold_direct(cursor), parts, first_seq=first)
+                    return append(cursor, fence.hold_direct(cursor), parts, first_seq=first, **self._encoded(texts))
 
                 try:
                     with connections[DEFAULT_DB_ALIAS].wrap_database_errors:
@@ -163,48 +210,130 @@ class JournalWriter:
                 except direct.DirectUnavailable:
                     return False
                 self._next_seq, self.prefix = self.last_seq + 1, []
+                self._wrote(first, texts)
+                self._commit(self.last_seq)
             self._taken += taken
             return True
         finally:
             self._lock.release()
 
-    async def notify(self) -> None:
-        if self.last_seq <= self._notified:
-            return
-        self._notified = self.last_seq
+    async def _aflush_postgresql(self) -> bool:
+        """``flush_sync`` on PostgreSQL as one statement (the fence and the parts) on the event loop's own async
+        connection (runs.stores.direct.AsyncPostgres), sparing the thread hop and two round trips; False when
+        it cannot go there now (nothing written: the caller flushes through a thread)."""
+        statement = getattr(self.store, "append_statement", None)
+        fence = getattr(self.store, "fence", None)
+        db = connections[DEFAULT_DB_ALIAS]
+        if (statement is None or fence is None or not fence.knows_run_pk or self._next_seq is None
+                or db.vendor != "postgresql" or not direct.enabled()):
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False
+        flushing = self._aflushing = asyncio.get_running_loop().create_future()
+        try:
+            taken, parts, texts = self._pending(self.MAX_BATCH)
+            if parts:
+                first = self._next_seq
+                sql, params = statement(fence.run_pk, parts, first_seq=first, **self._encoded(texts))
+                try:
+                    with db.wrap_database_errors:
+                        written = await direct.AsyncPostgres().fetch_one(sql, params)
+                except direct.DirectUnavailable:
+                    return False
+                if written is None:
+                    raise StaleOwnerError(self.run_id, fence.epoch)
+                self.last_seq = first + len(parts) - 1
+                self._next_seq, self.prefix = self.last_seq + 1, []
+                self._wrote(first, texts)
+                self._commit(self.last_seq)
+            self._taken += taken
+            return True
+        finally:
+            self._aflushing = None
+            self._lock.release()
+            flushing.set_result(None)
+
+    async def settled(self) -> None:
+        """Once no flush of this loop's is awaiting the database: a direct save that comes while a tick's flush is
+        under way waits for it (a few hundred microseconds) rather than find the writer busy and take the ORM's
+        path."""
+        flushing = self._aflushing
+        if flushing is not None:
+            await asyncio.wait({flushing})
+
+    async def notify(self, *, end: bool = False) -> None:
+        """Wake the run's followers when there is something new: ``seq`` (the last written), the committed parts
+        not yet carried (``first`` and their journal ``parts``), and with ``end`` the word that the leg closed
+        (its run's status is settled: a follower asks the database again)."""
+        with self._notes_lock:
+            if self.last_seq <= self._notified and self._committed <= self._sent and not end:
+                return
+            self._notified = max(self._notified, self.last_seq)
+            first, texts = self._committed_texts()
+        message: dict[str, Any] = {"type": "journal.appended", "seq": self.last_seq}
+        if texts:
+            message.update(first=first, parts=texts)
+        if end:
+            message["end"] = True
         layer = get_channel_layer()
         if layer is None:
             return
         try:
-            await layer.group_send(run_group_name(self.run_id), {"type": "journal.appended", "seq": self.last_seq})
+            await layer.group_send(run_group_name(self.run_id), message)
         except Exception as exc:  # a lost wake-up costs followers latency, never a part: they read the journal
             logger.warning("Waking followers of %s failed: %s", self.run_id, type(exc).__name__)
+
+    def _committed_texts(self) -> tuple[int | None, list[str]]:
+        """Under the notes lock: the committed batches not yet carried, as one run of seqs from the first; those
+        past the size limit (or after a gap) are passed over, for the followers to read."""
+        first: int | None = None
+        texts: list[str] = []
+        kept: list[tuple[int, list[str]]] = []
+        for batch_first, batch in self._written:
+            batch_last = batch_first + len(batch) - 1
+            if batch_last > self._committed:
+                kept.append((batch_first, batch))  # its transaction has not committed yet
+                continue
+            if batch_last <= self._sent:
+                continue
+            if first is None:
+                first = batch_first
+            if batch_first == first + len(texts):
+                texts.extend(batch)
+            self._sent = max(self._sent, batch_last)
+        self._written = kept
+        if first is None or sum(map(len, texts)) > self.NOTIFY_MAX_CHARS:
+            return None, []
+        return first, texts
 
 
 class _DirectFlush:
     """A writer's flush inside a direct checkpoint save: it holds the writer's lock from ``direct_flush`` to
     ``done``, and moves the writer's counters only once the transaction committed."""
 
-    __slots__ = ("_append", "_last", "_parts", "_run_pk", "_taken", "_writer")
+    __slots__ = ("_append", "_last", "_parts", "_run_pk", "_taken", "_texts", "_writer")
 
     def __init__(
-        self, writer: JournalWriter, append: Any, run_pk: int, parts: list[dict[str, Any]], taken: int
+        self, writer: JournalWriter, append: Any, run_pk: int, parts: list[dict[str, Any]], texts: list[str] | None,
+        taken: int,
     ) -> None:
         self._writer, self._append, self._run_pk = writer, append, run_pk
-        self._parts, self._taken = parts, taken
+        self._parts, self._texts, self._taken = parts, texts, taken
         self._last: int | None = None
 
     def write(self, cursor: Any) -> None:
         """The parts, on a direct save's sqlite3 cursor."""
         if self._parts:
-            self._last = self._append(cursor, self._run_pk, self._parts, first_seq=self._writer._next_seq)
+            self._last = self._append(cursor, self._run_pk, self._parts, first_seq=self._writer._next_seq,
+                                      **self._writer._encoded(self._texts))
 
     def rows(self) -> list[tuple[Any, ...]]:
         """The parts as journal rows, for a save that writes them in its own statement (PostgreSQL's)."""
         if not self._parts:
             return []
         first = self._writer._next_seq
-        rows = self._writer.store.rows_for(self._run_pk, self._parts, first_seq=first)
+        rows = self._writer.store.rows_for(self._run_pk, self._parts, first_seq=first,
+                                           **self._writer._encoded(self._texts))
         self._last = first + len(rows) - 1
         return rows
 
@@ -213,6 +342,8 @@ class _DirectFlush:
         try:
             if committed and self._taken:
                 if self._last is not None:
+                    writer._wrote(writer._next_seq, self._texts)
+                    writer._commit(self._last)
                     writer.last_seq, writer._next_seq, writer.prefix = self._last, self._last + 1, []
                 writer._taken += self._taken
                 writer._skip_tick = True

@@ -133,6 +133,10 @@ class _SaveHook:
         if before is not None and before[0] is checkpoint:
             self.leg.writer.rewind(before[1])
 
+    async def settled(self) -> None:
+        """Before a direct save plans its work: the journal writer's flush under way, if any, has ended."""
+        await self.leg.writer.settled()
+
     def direct(self, checkpoint: Any, previous_status: str | None, run_pk: int) -> Any:
         if checkpoint["status"] == "suspended" or previous_status == "suspended" or not self.leg.mirror_folded:
             return None
@@ -253,8 +257,6 @@ class _Leg:
             await sync_to_async(self.writer.end_leg_sync)(last_parts=self.last_parts)
         except OwnershipLostError:
             self.lost.set()
-            return
-        await self.writer.notify()
 
     async def after_model_error(self, exc: ModelCallError) -> tuple[str, str, RetryPlan | None]:
         """The leg's finish reason, error and retry after a failed model call: a transient error with an attempt
@@ -273,6 +275,8 @@ class _Leg:
         return "retry", plan.description, plan
 
     async def close(self, finish_reason: str, usage: dict, error: str, retry: RetryPlan | None = None) -> None:
+        """Settle the run's status for the leg's end, then tell its followers (the journal's last word, its
+        sentinel, is written already: a follower that hears the end asks the database where the run stands)."""
         claim = self.claim
         if self.lost.is_set():
             logger.warning("Run %s is owned by a newer epoch than %d; this worker abandons it.", claim.run_id, claim.epoch)
@@ -284,6 +288,8 @@ class _Leg:
             )
         except OwnershipLostError:
             logger.warning("Run %s was claimed by another worker before its leg closed; abandoned.", claim.run_id)
+            return
+        await self.writer.notify(end=True)
 
 
 def _suspension_state(run: Run) -> tuple[list[Any], Any]:

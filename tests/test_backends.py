@@ -51,7 +51,7 @@ def test_database_answers_a_vendor_specific_query():
 
 def test_channel_layer_is_the_configured_one():
     layer = get_channel_layer()
-    expected = "RedisChannelLayer" if REDIS_URL else "LoopSafeInMemoryChannelLayer"
+    expected = "RedisPubSubChannelLayer" if REDIS_URL else "LoopSafeInMemoryChannelLayer"
     assert type(layer).__name__ == expected
 
 

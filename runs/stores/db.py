@@ -406,6 +406,9 @@ class DatabaseSessionStore:
         """An async save on PostgreSQL: a steady one is its folded statement on this view's own async connection
         (runs.stores.direct.AsyncPostgres), awaited without a thread hop; any other takes the ORM's path."""
         key, messages = checkpoint["run_id"], checkpoint["messages"]
+        settled = getattr(self.on_save, "settled", None)
+        if settled is not None:  # the hook's own writes under way on this loop end first (DirectSaveHook)
+            await settled()
         known = self._heads.get(key)
         db = connections[DEFAULT_DB_ALIAS]
         plan = self._plan_alone(db, checkpoint, known) if known is not None else None
@@ -561,6 +564,9 @@ class DirectSaveHook(Protocol):
     def direct(
         self, checkpoint: AgentCheckpoint, previous_status: str | None, run_pk: int
     ) -> DirectHookWork | None: ...
+
+    # Optional: ``async def settled()``, awaited before an async direct save plans its work, so writes of the
+    # hook's own under way on the event loop (a journal writer's flush) end first and ``direct`` finds it free.
 
 
 async def _completed(value: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
@@ -20,7 +21,7 @@ from runs.runtime.wire import JournalPage
 from runs.sealing import seal_text, unseal_text
 from runs.stores.db import _dispatch
 
-__all__ = ["DatabaseStreamStateStore"]
+__all__ = ["DatabaseStreamStateStore", "part_decode"]
 
 
 class DatabaseStreamStateStore:
@@ -36,9 +37,10 @@ class DatabaseStreamStateStore:
         return DatabaseStreamStateStore(fence=OwnerFence(stream_id, epoch))
 
     def append(
-        self, stream_id: str, parts: Sequence[StreamPart], *, end_leg: bool = False, first_seq: int | None = None
+        self, stream_id: str, parts: Sequence[StreamPart], *, end_leg: bool = False, first_seq: int | None = None,
+        encoded: Sequence[str] | None = None,
     ) -> Any:
-        return _dispatch(self.append_sync, stream_id, parts, end_leg, first_seq=first_seq)
+        return _dispatch(self.append_sync, stream_id, parts, end_leg, first_seq=first_seq, encoded=encoded)
 
     def read(self, stream_id: str, *, after: int = -1, limit: int = 1000) -> Any:
         return _dispatch(self.read_sync, stream_id, after, limit)
@@ -49,36 +51,64 @@ class DatabaseStreamStateStore:
     # ------------------------------------------------------------------ writes
 
     def append_sync(
-        self, stream_id: str, parts: Sequence[StreamPart], end_leg: bool = False, *, first_seq: int | None = None
+        self, stream_id: str, parts: Sequence[StreamPart], end_leg: bool = False, *, first_seq: int | None = None,
+        encoded: Sequence[str] | None = None,
     ) -> int:
-        """Append in one transaction; ``first_seq`` saves a query when the caller keeps count. Returns the last seq."""
+        """Append in one transaction; ``first_seq`` saves a query when the caller keeps count, ``encoded`` (the
+        parts' ``encode_parts``) an encoding when the caller needs the texts too. Returns the last seq."""
         # No savepoint inside a checkpoint's transaction (the save hook): there a failed append fails the save.
         with transaction.atomic(savepoint=not (self.fence is not None and self.fence.is_held())):
             run_pk, epoch = self._owned(stream_id)
             if first_seq is None:
                 first_seq = _last_seq(run_pk) + 1
             now = connection.ops.adapt_datetimefield_value(timezone.now())
-            rows = [(run_pk, first_seq + offset, False, _encode_part(part), epoch, now) for offset, part in enumerate(parts)]
+            texts = self.encode_parts(parts) if encoded is None else encoded
+            rows = [(run_pk, first_seq + offset, False, text, epoch, now) for offset, text in enumerate(texts)]
             last = first_seq + len(rows) - 1
             if end_leg:
                 rows.append((run_pk, last, True, "", epoch, now))
             _insert(rows)
         return last
 
-    def append_direct(self, cursor: Any, run_pk: int, parts: Sequence[StreamPart], *, first_seq: int) -> int:
+    def append_direct(
+        self, cursor: Any, run_pk: int, parts: Sequence[StreamPart], *, first_seq: int,
+        encoded: Sequence[str] | None = None,
+    ) -> int:
         """``append`` on a sqlite3 cursor of runs.stores.direct, inside a transaction that holds the run's fence
         already (a direct checkpoint save); returns the last seq."""
-        rows = self.rows_for(run_pk, parts, first_seq=first_seq)
+        rows = self.rows_for(run_pk, parts, first_seq=first_seq, encoded=encoded)
         cursor.executemany(f"INSERT INTO {JournalEntry._meta.db_table} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
         return first_seq + len(rows) - 1
 
-    def rows_for(self, run_pk: int, parts: Sequence[StreamPart], *, first_seq: int) -> list[tuple[Any, ...]]:
+    def rows_for(
+        self, run_pk: int, parts: Sequence[StreamPart], *, first_seq: int, encoded: Sequence[str] | None = None
+    ) -> list[tuple[Any, ...]]:
         """The journal rows of ``parts`` from ``first_seq`` on, encoded and sealed, as a fenced write inserts them
         (run, seq, is_sentinel, part, owner_epoch, created_at): a PostgreSQL save folds them into its statement."""
         assert self.fence is not None, "a direct append is a fenced view's"
         now = connection.ops.adapt_datetimefield_value(timezone.now())
         epoch = self.fence.epoch
-        return [(run_pk, first_seq + offset, False, _encode_part(part), epoch, now) for offset, part in enumerate(parts)]
+        texts = self.encode_parts(parts) if encoded is None else encoded
+        return [(run_pk, first_seq + offset, False, text, epoch, now) for offset, text in enumerate(texts)]
+
+    def append_statement(
+        self, run_pk: int, parts: Sequence[StreamPart], *, first_seq: int, encoded: Sequence[str] | None = None
+    ) -> tuple[str, list[Any]]:
+        """``append`` as one PostgreSQL statement for an event loop's own connection (runs.stores.direct): the
+        fence's UPDATE of the run and the parts' INSERT, in autocommit. It answers the run's id, or no row when
+        another epoch owns the run (then nothing was written)."""
+        rows = self.rows_for(run_pk, parts, first_seq=first_seq, encoded=encoded)
+        now = rows[0][5]
+        params: list[Any] = [now, run_pk, self.fence.epoch, self.fence.epoch, now]
+        for row in rows:
+            params += [row[1], row[3]]
+        return _append_sql(len(rows)), params
+
+    @staticmethod
+    def encode_parts(parts: Sequence[StreamPart]) -> list[str]:
+        """The journal texts of ``parts``, as stored (sealed when encryption keys are set): a writer that encodes
+        once hands them to the append and to the followers' notification (runs.journal)."""
+        return [_encode_part(part) for part in parts]
 
     def _owned(self, run_id: str) -> tuple[int, int]:
         """The run's primary key and epoch; fenced, only while the fence's epoch owns the run (the check also
@@ -112,11 +142,29 @@ class DatabaseStreamStateStore:
             JournalEntry.objects.filter(run_id=run_pk, is_sentinel=True).order_by("-id").values_list("seq", flat=True).first()
         )
         return JournalPage(
-            parts=[(seq, decode_value(json.loads(unseal_text(part)))) for seq, part in rows[:limit]],
+            parts=[(seq, part_decode(part)) for seq, part in rows[:limit]],
             last_seq=last,
             is_closed=sentinel is not None and sentinel == last,
             has_more=len(rows) > limit,
         )
+
+
+@functools.cache
+def _append_sql(rows: int) -> str:
+    quote = connection.ops.quote_name
+    values = ", ".join(["(%s::integer, %s::text)"] * rows)
+    return (
+        f"WITH f AS (UPDATE {quote(Run._meta.db_table)} SET updated_at = %s::timestamptz WHERE id = %s "
+        f"AND owner_epoch = %s RETURNING id), "
+        f"j AS (INSERT INTO {quote(JournalEntry._meta.db_table)} ({_COLUMNS}) SELECT f.id, v.seq, false, v.part, "
+        f"%s::bigint, %s::timestamptz FROM f, (VALUES {values}) AS v(seq, part)) "
+        "SELECT id FROM f"
+    )
+
+
+def part_decode(text: str) -> StreamPart:
+    """A part from its journal text (``encode_parts``): as a read of the journal answers it."""
+    return decode_value(json.loads(unseal_text(text)))
 
 
 def _last_seq(run_pk: int) -> int:

@@ -317,3 +317,88 @@ def test_an_async_postgresql_save_never_waits_on_a_thread_that_waits_on_its_jour
     asyncio.run(saves())
     assert took_writer == {"ok": True}
     assert DatabaseSessionStore().load("r1")["messages"] == history(4)
+
+
+def _loops_statements() -> list[str]:
+    """The statements the loops' own PostgreSQL connections run now (pg_stat_activity's last query of each)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT query FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND application_name = %s", [direct.APPLICATION_NAME])
+        return [row[0] for row in cursor.fetchall()]
+
+
+@postgresql_only
+def test_the_journal_writers_tick_appends_on_the_event_loops_own_postgresql_connection(run_r1):
+    from django.db import connections
+
+    from runs.journal import JournalWriter
+
+    writer = JournalWriter(run_id="r1", epoch=3)
+    writer.source = _PartLog([{"type": "text-delta", "text": "a"}])
+    writer.flush_sync()  # the first append learns the run's key and next seq through the ORM
+    seen = {}
+
+    async def tick():
+        writer.source.parts.append({"type": "text-delta", "text": "b"})
+        await writer.tick()
+        seen["statements"] = await sync_to_async(_loops_statements)()
+        await sync_to_async(connections.close_all)()
+
+    asyncio.run(tick())
+    assert journal_texts() == [(0, "a"), (1, "b")]
+    assert [statement[:6] for statement in seen["statements"]] == ["WITH f"]  # the tick's one statement
+
+
+@postgresql_only
+def test_a_stale_journal_writers_tick_is_refused_on_the_postgresql_path(run_r1):
+    from django.db import connections
+
+    from runs.journal import JournalWriter
+
+    writer = JournalWriter(run_id="r1", epoch=3)
+    writer.source = _PartLog([{"type": "text-delta", "text": "a"}])
+    writer.flush_sync()
+    Run.objects.filter(run_id="r1").update(owner_epoch=4)
+
+    async def tick():
+        writer.source.parts.append({"type": "text-delta", "text": "late"})
+        try:
+            with pytest.raises(StaleOwnerError):
+                await writer.tick()
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    asyncio.run(tick())
+    assert journal_texts() == [(0, "a")]
+
+
+@postgresql_only
+def test_a_save_that_comes_during_a_ticks_flush_waits_for_it_and_stays_direct(run_r1):
+    leg, store = leg_store()
+    parts = leg.writer.source.parts
+    through_the_orm = []
+    orm_save = store._save_async
+
+    async def counted(checkpoint):
+        through_the_orm.append(checkpoint["step_index"])
+        return await orm_save(checkpoint)
+
+    store._save_async = counted
+
+    async def legs_steps():
+        parts.append({"type": "text-delta", "text": "a"})
+        await store.save(checkpoint(step=0, messages=history(2)))  # through the ORM: the writer learns its seq
+        await leg.writer.tick()  # the tick right after a checkpoint's flush has nothing to write
+        parts.append({"type": "text-delta", "text": "b"})
+        tick = asyncio.ensure_future(leg.writer.tick())
+        await asyncio.sleep(0)  # the tick's statement is under way, the writer held
+        assert leg.writer._lock.locked()
+        parts.append({"type": "text-delta", "text": "c"})
+        await store.save(checkpoint(step=1, messages=history(4)))
+        await tick
+        await finish(store)
+
+    asyncio.run(legs_steps())
+    assert through_the_orm == [0]
+    assert journal_texts() == [(0, "a"), (1, "b"), (2, "c")]
+    assert DatabaseSessionStore().load("r1")["messages"] == history(4)
