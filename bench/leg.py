@@ -31,7 +31,7 @@ def bench_agent(*, leg: Any = None) -> Any:
     from runs.runtime.testing import ScriptedModel
 
     steps = _STEPS["steps"]
-    return AgentDefinition(name="bench", model=ScriptedModel(script(steps, text=True)), tools=tools(), max_steps=steps)
+    return AgentDefinition(name="bench", model=ScriptedModel(script(steps, text=True), record=False), tools=tools(), max_steps=steps)
 
 
 def measure(*, steps: int = 200, repeats: int = 5, synchronous: str | None = None) -> dict[str, Any]:

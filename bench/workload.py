@@ -117,7 +117,7 @@ async def run_steps(
     started = time.perf_counter()
     if stream:
         result = stream_chat(
-            model=ScriptedModel(responses), messages=list(MESSAGES), tools=tools(), max_steps=max_steps or steps,
+            model=ScriptedModel(responses, record=False), messages=list(MESSAGES), tools=tools(), max_steps=max_steps or steps,
             session=session,
         )
         async for _ in result.full_stream:
@@ -125,7 +125,7 @@ async def run_steps(
         outcome = await result.result
     else:
         outcome = await generate_text(
-            model=ScriptedModel(responses), messages=list(MESSAGES), tools=tools(), max_steps=max_steps or steps,
+            model=ScriptedModel(responses, record=False), messages=list(MESSAGES), tools=tools(), max_steps=max_steps or steps,
             session=session,
         )
     elapsed = time.perf_counter() - started

@@ -23,7 +23,8 @@ class ScriptedModel:
 
     A response is ``{"content": [parts], "usage": {...}, "finish_reason"?}`` or a callable ``request -> response``.
     Parts are ``{"type": "text", "text"}`` and ``{"type": "tool_call", "tool_name", "input", "tool_call_id"?,
-    "input_error"?}``.
+    "input_error"?}``. ``requests`` keeps a deep copy of each request; ``record=False`` keeps none (a benchmark's
+    model: the copies cost a walk of the whole history a call, and hold every history ever sent).
     """
 
     def __init__(
@@ -33,21 +34,25 @@ class ScriptedModel:
         model_id: str = "scripted",
         delay_ms: int = 0,
         pricing: Mapping[str, float] | None = None,
+        record: bool = True,
     ) -> None:
         self.model_id = model_id
         self.responses = list(responses)
         self.delay_ms = delay_ms
         self.pricing = dict(pricing) if pricing else None
+        self.record = record
         self.requests: list[ModelRequest] = []
+        self._calls = 0
 
     @property
     def calls(self) -> int:
-        return len(self.requests)
+        return self._calls
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[dict[str, Any]]:
-        index = len(self.requests)
-        # A deep copy, so what a test asserts is what the model saw, whatever happens later.
-        self.requests.append(copy.deepcopy(dict(request)))
+        index = self._calls
+        self._calls += 1
+        if self.record:  # a deep copy, so what a test asserts is what the model saw, whatever happens later
+            self.requests.append(copy.deepcopy(dict(request)))
         if index >= len(self.responses):
             raise ScriptExhaustedError(
                 f"ScriptedModel {self.model_id!r} has {len(self.responses)} response(s) and was called "

@@ -402,3 +402,36 @@ def test_a_save_that_comes_during_a_ticks_flush_waits_for_it_and_stays_direct(ru
     assert through_the_orm == [0]
     assert journal_texts() == [(0, "a"), (1, "b"), (2, "c")]
     assert DatabaseSessionStore().load("r1")["messages"] == history(4)
+
+
+def _loops_prepared_statements() -> int:
+    async def count() -> int:
+        connection_ = await direct._loop_connection().open()
+        cursor = await connection_.execute("SELECT count(*) FROM pg_prepared_statements")
+        return (await cursor.fetchone())[0]
+
+    return count
+
+
+@postgresql_only
+@pytest.mark.parametrize(("through_a_pooler", "prepared"), [(False, True), (True, False)])
+def test_the_loops_own_connection_prepares_its_statements_unless_a_transaction_pooler_is_in_the_way(
+    run_r1, through_a_pooler, prepared
+):
+    from django.db import connections
+
+    connections["default"].settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = through_a_pooler
+    leg, store = leg_store()
+    seen = {}
+
+    async def saves():
+        for step in range(8):  # the same statement each time (two new messages): prepared after five
+            await store.save(checkpoint(step=step, messages=history(2 * step + 2)))
+        seen["prepared"] = await _loops_prepared_statements()()
+        await finish(store)
+
+    try:
+        asyncio.run(saves())
+    finally:
+        connections["default"].settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = False
+    assert (seen["prepared"] > 0) is prepared

@@ -133,3 +133,11 @@ async def test_an_empty_script_raises_script_exhausted_error_on_the_first_call()
 async def test_script_exhausted_error_is_a_run_error():
     with pytest.raises(RunError):
         await events_of(ScriptedModel([]))
+
+
+async def test_a_model_that_records_nothing_keeps_no_request_and_still_counts_its_calls():
+    model = ScriptedModel([{"content": [{"type": "text", "text": "one"}]}, {"content": [{"type": "text", "text": "two"}]}],
+                          record=False)
+    await events_of(model)
+    await events_of(model)
+    assert (model.calls, model.requests) == (2, [])
