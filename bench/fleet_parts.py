@@ -52,7 +52,7 @@ def measure(*, sizes: Sizes, redis_url: str, progress: Callable[[str], None], lo
         return data
     env = {**BENCH_ENV, "DEUZ_BENCH_STEPS": str(sizes.throughput_steps),
            "DEUZ_BENCH_TAIL_PARTS": str(sizes.tail_parts), "DEUZ_BENCH_TAIL_INTERVAL_MS": str(sizes.tail_interval_ms),
-           "DEUZ_BENCH_TAIL_LEAD_MS": "200"}
+           "DEUZ_BENCH_TAIL_LEAD_MS": "2000"}
     most_runs = max(sizes.tail_runs, sizes.fanout_runs)
     fleet = Fleet(database_url=url, redis_url=redis_url, log_dir=log_dir, workers=2,
                   concurrency=max(16, -(-most_runs // 2)), env=env, settings_module=BENCH_SETTINGS,

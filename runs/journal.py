@@ -22,7 +22,6 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
-from runs.errors import StaleOwnerError
 from runs.runtime.wire import journal_parts
 from runs.stores import direct, get_store
 
@@ -62,7 +61,6 @@ class JournalWriter:
         self._written: list[tuple[int, list[str]]] = []  # batches written since the last notification (first seq, texts)
         self._committed = -1  # the last seq whose transaction committed
         self._sent = -1  # the last seq a notification carried, or passed over
-        self._aflushing: asyncio.Future[None] | None = None  # a flush awaiting PostgreSQL on the event loop
         #: Parts the leg writes before its own (a recovery notice the runtime could not know to send).
         self.prefix: list[dict[str, Any]] = []
 
@@ -183,7 +181,7 @@ class JournalWriter:
         """One round of ``run``: flush what is new (unless a checkpoint just did), then wake followers."""
         skip, self._skip_tick = self._skip_tick, False
         if self.source is not None and self.source.parts_count() > self._taken and not skip:
-            if not self._flush_direct() and not await self._aflush_postgresql():
+            if not self._flush_direct():
                 await sync_to_async(self.flush_sync)()
         await self.notify()
 
@@ -216,50 +214,6 @@ class JournalWriter:
             return True
         finally:
             self._lock.release()
-
-    async def _aflush_postgresql(self) -> bool:
-        """``flush_sync`` on PostgreSQL as one statement (the fence and the parts) on the event loop's own async
-        connection (runs.stores.direct.AsyncPostgres), sparing the thread hop and two round trips; False when
-        it cannot go there now (nothing written: the caller flushes through a thread)."""
-        statement = getattr(self.store, "append_statement", None)
-        fence = getattr(self.store, "fence", None)
-        db = connections[DEFAULT_DB_ALIAS]
-        if (statement is None or fence is None or not fence.knows_run_pk or self._next_seq is None
-                or db.vendor != "postgresql" or not direct.enabled()):
-            return False
-        if not self._lock.acquire(blocking=False):
-            return False
-        flushing = self._aflushing = asyncio.get_running_loop().create_future()
-        try:
-            taken, parts, texts = self._pending(self.MAX_BATCH)
-            if parts:
-                first = self._next_seq
-                sql, params = statement(fence.run_pk, parts, first_seq=first, **self._encoded(texts))
-                try:
-                    with db.wrap_database_errors:
-                        written = await direct.AsyncPostgres().fetch_one(sql, params)
-                except direct.DirectUnavailable:
-                    return False
-                if written is None:
-                    raise StaleOwnerError(self.run_id, fence.epoch)
-                self.last_seq = first + len(parts) - 1
-                self._next_seq, self.prefix = self.last_seq + 1, []
-                self._wrote(first, texts)
-                self._commit(self.last_seq)
-            self._taken += taken
-            return True
-        finally:
-            self._aflushing = None
-            self._lock.release()
-            flushing.set_result(None)
-
-    async def settled(self) -> None:
-        """Once no flush of this loop's is awaiting the database: a direct save that comes while a tick's flush is
-        under way waits for it (a few hundred microseconds) rather than find the writer busy and take the ORM's
-        path."""
-        flushing = self._aflushing
-        if flushing is not None:
-            await asyncio.wait({flushing})
 
     async def notify(self, *, end: bool = False) -> None:
         """Wake the run's followers when there is something new: ``seq`` (the last written), the committed parts

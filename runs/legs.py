@@ -133,10 +133,6 @@ class _SaveHook:
         if before is not None and before[0] is checkpoint:
             self.leg.writer.rewind(before[1])
 
-    async def settled(self) -> None:
-        """Before a direct save plans its work: the journal writer's flush under way, if any, has ended."""
-        await self.leg.writer.settled()
-
     def direct(self, checkpoint: Any, previous_status: str | None, run_pk: int) -> Any:
         if checkpoint["status"] == "suspended" or previous_status == "suspended" or not self.leg.mirror_folded:
             return None
@@ -257,6 +253,8 @@ class _Leg:
             await sync_to_async(self.writer.end_leg_sync)(last_parts=self.last_parts)
         except OwnershipLostError:
             self.lost.set()
+            return
+        await self.writer.notify()  # the leg's last parts at once; its end once close() settles the run
 
     async def after_model_error(self, exc: ModelCallError) -> tuple[str, str, RetryPlan | None]:
         """The leg's finish reason, error and retry after a failed model call: a transient error with an attempt

@@ -103,7 +103,7 @@ class _Head:
     count: int
     head_plain: bytes | None
     messages: list[Any] | None
-    status: str
+    status: str | None  # None: nothing stored yet
     loaded: AgentCheckpoint | None = None  # the whole checkpoint, when this view loaded it and wrote nothing since
 
 
@@ -367,8 +367,8 @@ class DatabaseSessionStore:
         else:
             checkpoint_params[5] = head_id
         params += checkpoint_params
-        if journal_rows:  # (run, seq, is_sentinel, part, epoch, created_at): the run's id comes from the fence
-            params += [journal_rows[0][4], journal_rows[0][5]]
+        if journal_rows:  # (run, seq, is_sentinel, part, epoch, created_at): the run's id comes from the fence,
+            params += [journal_rows[0][4]]  # created_at from the statement's start (now())
             for journal_row in journal_rows:
                 params += [journal_row[1], journal_row[3]]
         sql = _folded_sql_for(db.vendor, len(plains), tuple(changes), len(journal_rows))
@@ -406,9 +406,6 @@ class DatabaseSessionStore:
         """An async save on PostgreSQL: a steady one is its folded statement on this view's own async connection
         (runs.stores.direct.AsyncPostgres), awaited without a thread hop; any other takes the ORM's path."""
         key, messages = checkpoint["run_id"], checkpoint["messages"]
-        settled = getattr(self.on_save, "settled", None)
-        if settled is not None:  # the hook's own writes under way on this loop end first (DirectSaveHook)
-            await settled()
         known = self._heads.get(key)
         db = connections[DEFAULT_DB_ALIAS]
         plan = self._plan_alone(db, checkpoint, known) if known is not None else None
@@ -487,6 +484,12 @@ class DatabaseSessionStore:
     def load_sync(self, run_id: str) -> AgentCheckpoint | None:
         row = _latest_row(run_id)
         if row is None:
+            if self.fence is not None:
+                # Nothing stored, and while this view's epoch owns the run nobody else will store anything: its
+                # first save writes the whole history without reading a head (on PostgreSQL, direct), so the run's
+                # key is learnt here, on the ORM's thread.
+                self.fence.run_pk  # noqa: B018
+                self._heads[run_id] = _Head(None, 0, None, [], None)
             return None
         checkpoint = self.checkpoint_from_row(row)
         if self.fence is not None:  # the next save of this view starts from here, reading nothing back
@@ -564,9 +567,6 @@ class DirectSaveHook(Protocol):
     def direct(
         self, checkpoint: AgentCheckpoint, previous_status: str | None, run_pk: int
     ) -> DirectHookWork | None: ...
-
-    # Optional: ``async def settled()``, awaited before an async direct save plans its work, so writes of the
-    # hook's own under way on the event loop (a journal writer's flush) end first and ``direct`` finds it free.
 
 
 async def _completed(value: Any) -> Any:
@@ -757,7 +757,7 @@ def _folded_sql_for(vendor: str, new: int, changes: tuple[str, ...], journal: in
         values = ", ".join(["(%s::integer, %s::text)"] * journal)
         parts.append(
             f"j AS (INSERT INTO {quote(JournalEntry._meta.db_table)} (run_id, seq, is_sentinel, part, owner_epoch, "
-            f"created_at) SELECT f.id, v.seq, false, v.part, %s::bigint, %s::timestamptz FROM f, (VALUES {values}) "
+            f"created_at) SELECT f.id, v.seq, false, v.part, %s::bigint, now() FROM f, (VALUES {values}) "
             "AS v(seq, part))"
         )
     head = f"(SELECT id FROM m{new})" if new else "NULL"

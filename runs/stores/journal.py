@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
@@ -91,19 +90,6 @@ class DatabaseStreamStateStore:
         texts = self.encode_parts(parts) if encoded is None else encoded
         return [(run_pk, first_seq + offset, False, text, epoch, now) for offset, text in enumerate(texts)]
 
-    def append_statement(
-        self, run_pk: int, parts: Sequence[StreamPart], *, first_seq: int, encoded: Sequence[str] | None = None
-    ) -> tuple[str, list[Any]]:
-        """``append`` as one PostgreSQL statement for an event loop's own connection (runs.stores.direct): the
-        fence's UPDATE of the run and the parts' INSERT, in autocommit. It answers the run's id, or no row when
-        another epoch owns the run (then nothing was written)."""
-        rows = self.rows_for(run_pk, parts, first_seq=first_seq, encoded=encoded)
-        now = rows[0][5]
-        params: list[Any] = [now, run_pk, self.fence.epoch, self.fence.epoch, now]
-        for row in rows:
-            params += [row[1], row[3]]
-        return _append_sql(len(rows)), params
-
     @staticmethod
     def encode_parts(parts: Sequence[StreamPart]) -> list[str]:
         """The journal texts of ``parts``, as stored (sealed when encryption keys are set): a writer that encodes
@@ -147,19 +133,6 @@ class DatabaseStreamStateStore:
             is_closed=sentinel is not None and sentinel == last,
             has_more=len(rows) > limit,
         )
-
-
-@functools.cache
-def _append_sql(rows: int) -> str:
-    quote = connection.ops.quote_name
-    values = ", ".join(["(%s::integer, %s::text)"] * rows)
-    return (
-        f"WITH f AS (UPDATE {quote(Run._meta.db_table)} SET updated_at = %s::timestamptz WHERE id = %s "
-        f"AND owner_epoch = %s RETURNING id), "
-        f"j AS (INSERT INTO {quote(JournalEntry._meta.db_table)} ({_COLUMNS}) SELECT f.id, v.seq, false, v.part, "
-        f"%s::bigint, %s::timestamptz FROM f, (VALUES {values}) AS v(seq, part)) "
-        "SELECT id FROM f"
-    )
 
 
 def part_decode(text: str) -> StreamPart:

@@ -239,27 +239,31 @@ def _direct_connections() -> int:
 
 
 @postgresql_only
-def test_the_legs_of_one_event_loop_share_one_connection_closed_with_the_loop(run_r1):
+@pytest.mark.parametrize("legs", [1, 8])
+def test_the_legs_of_one_event_loop_share_a_few_connections_closed_with_the_loop(run_r1, settings, legs):
     from django.db import connections
 
-    for name in ("r2", "r3"):
+    settings.DEUZ_DIRECT_CONNECTIONS = 3
+    names = [f"r{n}" for n in range(1, legs + 1)]
+    for name in names[1:]:
         Run.objects.create(run_id=name, agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
-    views = [_Leg(Claim(name, 3, 1, "start"), fault=lambda point: None).session_store() for name in ("r1", "r2", "r3")]
+    views = [_Leg(Claim(name, 3, 1, "start"), fault=lambda point: None).session_store() for name in names]
     seen = {}
 
     async def steady(view, name):
-        await view.save(checkpoint(name, step=0, messages=history(2)))  # the first reads the head on the ORM's thread
-        for step in range(1, 4):
+        for step in range(1, 6):
             await view.save(checkpoint(name, step=step, messages=history(2 * step + 2)))
 
-    async def legs():
-        await asyncio.gather(*(steady(view, name) for view, name in zip(views, ("r1", "r2", "r3"))))
+    async def legs_():
+        for view, name in zip(views, names):  # the first save reads the head on the ORM's thread
+            await view.save(checkpoint(name, step=0, messages=history(2)))
+        await asyncio.gather(*(steady(view, name) for view, name in zip(views, names)))  # then all at once
         seen["open"] = await sync_to_async(_direct_connections)()
-        await sync_to_async(connections.close_all)()  # the ORM's thread's; the loop's own closes with the loop
+        await sync_to_async(connections.close_all)()  # the ORM's thread's; the loop's own close with the loop
 
-    asyncio.run(legs())
-    assert [DatabaseSessionStore().load(name)["messages"] for name in ("r1", "r2", "r3")] == [history(8)] * 3
-    assert seen["open"] == 1  # one for the three legs of the loop
+    asyncio.run(legs_())
+    assert [DatabaseSessionStore().load(name)["messages"] for name in names] == [history(12)] * legs
+    assert seen["open"] == (1 if legs == 1 else 3)  # one for a lone leg; never more than the limit
     assert wait_until(lambda: _direct_connections() == 0, timeout=5)  # the server sees the close a moment later
 
 
@@ -319,96 +323,15 @@ def test_an_async_postgresql_save_never_waits_on_a_thread_that_waits_on_its_jour
     assert DatabaseSessionStore().load("r1")["messages"] == history(4)
 
 
-def _loops_statements() -> list[str]:
-    """The statements the loops' own PostgreSQL connections run now (pg_stat_activity's last query of each)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT query FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND application_name = %s", [direct.APPLICATION_NAME])
-        return [row[0] for row in cursor.fetchall()]
-
-
-@postgresql_only
-def test_the_journal_writers_tick_appends_on_the_event_loops_own_postgresql_connection(run_r1):
-    from django.db import connections
-
-    from runs.journal import JournalWriter
-
-    writer = JournalWriter(run_id="r1", epoch=3)
-    writer.source = _PartLog([{"type": "text-delta", "text": "a"}])
-    writer.flush_sync()  # the first append learns the run's key and next seq through the ORM
-    seen = {}
-
-    async def tick():
-        writer.source.parts.append({"type": "text-delta", "text": "b"})
-        await writer.tick()
-        seen["statements"] = await sync_to_async(_loops_statements)()
-        await sync_to_async(connections.close_all)()
-
-    asyncio.run(tick())
-    assert journal_texts() == [(0, "a"), (1, "b")]
-    assert [statement[:6] for statement in seen["statements"]] == ["WITH f"]  # the tick's one statement
-
-
-@postgresql_only
-def test_a_stale_journal_writers_tick_is_refused_on_the_postgresql_path(run_r1):
-    from django.db import connections
-
-    from runs.journal import JournalWriter
-
-    writer = JournalWriter(run_id="r1", epoch=3)
-    writer.source = _PartLog([{"type": "text-delta", "text": "a"}])
-    writer.flush_sync()
-    Run.objects.filter(run_id="r1").update(owner_epoch=4)
-
-    async def tick():
-        writer.source.parts.append({"type": "text-delta", "text": "late"})
-        try:
-            with pytest.raises(StaleOwnerError):
-                await writer.tick()
-        finally:
-            await sync_to_async(connections.close_all)()
-
-    asyncio.run(tick())
-    assert journal_texts() == [(0, "a")]
-
-
-@postgresql_only
-def test_a_save_that_comes_during_a_ticks_flush_waits_for_it_and_stays_direct(run_r1):
-    leg, store = leg_store()
-    parts = leg.writer.source.parts
-    through_the_orm = []
-    orm_save = store._save_async
-
-    async def counted(checkpoint):
-        through_the_orm.append(checkpoint["step_index"])
-        return await orm_save(checkpoint)
-
-    store._save_async = counted
-
-    async def legs_steps():
-        parts.append({"type": "text-delta", "text": "a"})
-        await store.save(checkpoint(step=0, messages=history(2)))  # through the ORM: the writer learns its seq
-        await leg.writer.tick()  # the tick right after a checkpoint's flush has nothing to write
-        parts.append({"type": "text-delta", "text": "b"})
-        tick = asyncio.ensure_future(leg.writer.tick())
-        await asyncio.sleep(0)  # the tick's statement is under way, the writer held
-        assert leg.writer._lock.locked()
-        parts.append({"type": "text-delta", "text": "c"})
-        await store.save(checkpoint(step=1, messages=history(4)))
-        await tick
-        await finish(store)
-
-    asyncio.run(legs_steps())
-    assert through_the_orm == [0]
-    assert journal_texts() == [(0, "a"), (1, "b"), (2, "c")]
-    assert DatabaseSessionStore().load("r1")["messages"] == history(4)
-
-
 def _loops_prepared_statements() -> int:
     async def count() -> int:
-        connection_ = await direct._loop_connection().open()
-        cursor = await connection_.execute("SELECT count(*) FROM pg_prepared_statements")
-        return (await cursor.fetchone())[0]
+        shared = direct._loop_connection()
+        connection_ = await shared.take()  # the one the saves ran on: they ran one after the other
+        try:
+            cursor = await connection_.execute("SELECT count(*) FROM pg_prepared_statements")
+            return (await cursor.fetchone())[0]
+        finally:
+            await shared.give_back(connection_)
 
     return count
 
@@ -435,3 +358,26 @@ def test_the_loops_own_connection_prepares_its_statements_unless_a_transaction_p
     finally:
         connections["default"].settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = False
     assert (seen["prepared"] > 0) is prepared
+
+
+@postgresql_only
+def test_the_first_save_of_a_new_run_after_its_empty_load_goes_direct(run_r1):
+    leg, store = leg_store()
+    through_the_orm = []
+    orm_save = store._save_async
+
+    async def counted(checkpoint):
+        through_the_orm.append(checkpoint["step_index"])
+        return await orm_save(checkpoint)
+
+    store._save_async = counted
+
+    async def first_leg():
+        assert await store.aload("r1") is None  # what a leg checks first: nothing stored yet
+        await store.save(checkpoint(step=0, messages=history(2)))
+        await store.save(checkpoint(step=1, messages=history(4)))
+        await finish(store)
+
+    asyncio.run(first_leg())
+    assert through_the_orm == []
+    assert DatabaseSessionStore().load("r1")["messages"] == history(4)
