@@ -414,8 +414,9 @@ class _Listener:
     journal.
 
     The poll is a safety net for lost notifications, and 500 followers polling every second keep a web
-    process busy; so a quiet run is polled less and less often (up to every ``MAX_POLL_SECONDS``), and
-    again every second from the moment a notification or a part arrives.
+    process busy; so with live push working it comes every ``MAX_POLL_SECONDS``, and without it a quiet run
+    is polled less and less often (up to every ``MAX_POLL_SECONDS``), and again every second from the moment
+    a notification or a part arrives.
 
     A notification heard since the follower last asked where the run stands says it at once: its producer
     has just written, so it is running and alive (``live_state``), and the parts it carried are read from
@@ -439,6 +440,11 @@ class _Listener:
         self.quiet_polls = 0
 
     def next_wait(self, seconds: float) -> float:
+        if self.tail is not None and self.tail.channel is not None:
+            # Live push works: the poll is only the net for a notification lost with a Redis connection, and for
+            # a producer that died (its lease takes longer than this to lapse). 500 followers polling every
+            # second while their runs were queued kept the process's database threads a few seconds behind.
+            return max(seconds, self.MAX_POLL_SECONDS)
         return min(seconds * self.BACKOFF**self.quiet_polls, max(seconds, self.MAX_POLL_SECONDS))
 
     async def __aenter__(self) -> _Listener:

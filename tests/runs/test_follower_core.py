@@ -22,3 +22,12 @@ def test_a_part_or_a_notification_brings_the_poll_back_to_every_second():
     quiet_waits(listener, 5)
     listener.heard()
     assert listener.next_wait(1.0) == 1.0
+
+
+def test_with_live_push_working_the_poll_is_only_a_net_every_five_seconds():
+    from runs.followers import _RunTail
+
+    listener = _Listener("r")
+    listener.tail = _RunTail("r", layer=None)
+    listener.tail.channel = "a channel in the run's group"
+    assert quiet_waits(listener, 3) == [5.0, 5.0, 5.0]
