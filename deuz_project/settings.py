@@ -114,8 +114,10 @@ DEUZ_MAX_STREAMS_PER_USER = env_int("DEUZ_MAX_STREAMS_PER_USER", default=20, min
 # Database connections a web process's followers share, whatever their number (runs/follower_reads.py).
 DEUZ_FOLLOWER_DATABASE_THREADS = env_int("DEUZ_FOLLOWER_DATABASE_THREADS", default=4, minimum=1)
 # A leg's steady checkpoint saves skip the ORM's thread (runs.stores.direct): on the event loop's own SQLite
-# connection, or one async PostgreSQL connection per process shared by its legs. Off: every save through the ORM.
+# connection, or a few async PostgreSQL connections per process shared by its legs. Off: every save through the ORM.
 DEUZ_DIRECT_SAVES = env_bool("DEUZ_DIRECT_SAVES", default=True)
+# At most this many of those PostgreSQL connections per event loop (one while saves do not overlap).
+DEUZ_DIRECT_CONNECTIONS = env_int("DEUZ_DIRECT_CONNECTIONS", default=4, minimum=1)
 
 # How long an approval request stays decidable after it is issued.
 DEUZ_APPROVAL_MAX_AGE_SECONDS = env_int("DEUZ_APPROVAL_MAX_AGE_SECONDS", default=86400, minimum=1)

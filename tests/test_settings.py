@@ -160,6 +160,12 @@ def test_non_integer_values_are_rejected_naming_the_variable(run_python, name):
     assert f"ImproperlyConfigured: {name}" in result.stderr
 
 
+def test_zero_direct_connections_are_rejected_naming_the_variable(run_python):
+    result = run_python(SHOW_SETTINGS, DEUZ_DIRECT_CONNECTIONS="0")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: DEUZ_DIRECT_CONNECTIONS" in result.stderr
+
+
 def test_zero_lease_is_rejected(run_python):
     result = run_python(SHOW_SETTINGS, DEUZ_LEASE_SECONDS="0")
     assert result.returncode != 0
