@@ -256,6 +256,9 @@ class JournalWriter:
                 texts.extend(batch)
             self._sent = max(self._sent, batch_last)
         self._written = kept
+        # Nothing committed is left to carry (a store that encodes nothing records no batch): the next notify
+        # waits for something new, not one every tick.
+        self._sent = max(self._sent, self._committed)
         if first is None or sum(map(len, texts)) > self.NOTIFY_MAX_CHARS:
             return None, []
         return first, texts

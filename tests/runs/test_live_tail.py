@@ -231,3 +231,21 @@ def test_the_followers_of_a_run_in_one_process_share_one_member_of_its_group(run
     asyncio.run(scenario())
     assert added == [run_group_name("r1")]
     assert [[(frame.seq, frame.part) for frame in mine] for mine in frames] == [[(0, delta("a"))]] * 3
+
+
+def test_a_writer_with_nothing_new_sends_no_notification(running, monkeypatch):
+    sent = []
+
+    class Layer:
+        async def group_send(self, group, message):
+            sent.append(message)
+
+    import runs.journal
+
+    monkeypatch.setattr(runs.journal, "get_channel_layer", lambda: Layer())
+    writer = writer_of(delta("a"))
+    writer._encode = None  # a store that encodes nothing apart: the notifications carry no parts
+    writer.flush_sync()
+    asyncio.run(writer.notify())
+    asyncio.run(writer.notify())  # nothing new since
+    assert [message["seq"] for message in sent] == [0]
