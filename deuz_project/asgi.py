@@ -12,6 +12,9 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from django.urls import get_resolver  # noqa: E402
+
+from deuz_project.heap import heap_freeze_startup  # noqa: E402
 from runs.channels_auth import TokenOrSessionAuthMiddlewareStack  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 
@@ -25,3 +28,8 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# The views, imported now rather than on the first request, then everything loaded so far kept out of the
+# garbage collector's full collections (deuz_project.heap).
+get_resolver().url_patterns
+heap_freeze_startup()

@@ -300,12 +300,13 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # (channels_redis.pubsub): a group message is one PUBLISH, pushed once to each process that has a member,
 # and never stored in Redis. Its messages here are wake-ups a follower can do without (it polls the journal),
 # so at-most-once delivery is what they need; the core layer's lists cost each receive two round trips,
-# one process's receives in turn, and lagged 0.3-2 s at 1,000 messages a second (issue 8, live tail).
+# one process's receives in turn, and lagged 0.3-2 s at 1,000 messages a second (issue 8, live tail). Its
+# receiver here wakes on a new subscription (runs.channel_layers), not after an idle sleep of up to 100 ms.
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "BACKEND": "runs.channel_layers.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         },
     }

@@ -68,3 +68,36 @@ async def test_channel_layer_delivers_a_group_message():
         if hasattr(layer, "close_pools"):
             await layer.close_pools()  # Redis pools are bound to this test's event loop
     assert message == {"type": "run.part", "seq": 7}
+
+
+@pytest.mark.skipif(not REDIS_URL, reason="Redis's Pub/Sub receiver; REDIS_URL is unset")
+async def test_an_idle_redis_receiver_is_woken_by_the_next_subscription(monkeypatch):
+    # A web process whose last follower left has no subscription; its next follower's first notification must
+    # come as it is published, not when the idle receiver next looks (made a minute here, so only the wake-up
+    # can deliver it within the test's wait).
+    from runs.channel_layers import RedisPubSubChannelLayer, _PromptShardConnection
+
+    monkeypatch.setattr(_PromptShardConnection, "idle_seconds", 60.0)
+    listening, sending = RedisPubSubChannelLayer(hosts=[REDIS_URL]), RedisPubSubChannelLayer(hosts=[REDIS_URL])
+    group = f"test-{uuid.uuid4().hex}"
+    try:
+        gone = await listening.new_channel()
+        receiving = asyncio.create_task(listening.receive(gone))
+        await asyncio.sleep(0)
+        receiving.cancel()  # a consumer that leaves: its channel is unsubscribed
+        with pytest.raises(asyncio.CancelledError):
+            await receiving
+        (shard,) = listening._get_layer()._shards
+        async with asyncio.timeout(10):
+            while shard._pubsub.subscribed:  # until the receiver has read the unsubscription: idle now
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+
+        channel = await listening.new_channel()
+        await listening.group_add(group, channel)
+        await sending.group_send(group, {"type": "journal.appended", "seq": 3})
+        message = await asyncio.wait_for(listening.receive(channel), timeout=10)
+    finally:
+        await listening.flush()
+        await sending.flush()
+    assert message == {"type": "journal.appended", "seq": 3}

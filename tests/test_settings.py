@@ -102,7 +102,7 @@ def test_debug_rejects_other_values_naming_debug(run_python):
 
 def test_redis_url_selects_the_redis_channel_layer(run_python):
     loaded = load_settings(run_python, REDIS_URL="redis://cache.example:6379/3")
-    assert loaded["CHANNEL_BACKEND"] == "channels_redis.pubsub.RedisPubSubChannelLayer"
+    assert loaded["CHANNEL_BACKEND"] == "runs.channel_layers.RedisPubSubChannelLayer"
     assert loaded["CHANNEL_CONFIG"] == {"hosts": ["redis://cache.example:6379/3"]}
 
 

@@ -163,7 +163,7 @@ def test_frames_carry_no_tool_input_or_token(users, suspended):
 
 
 def test_run_start_still_works_when_the_layer_is_broken(settings, users):
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runs.channel_layers.RedisPubSubChannelLayer",
                                            "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}}
     from channels.layers import channel_layers
 

@@ -1,0 +1,35 @@
+"""Long-lived processes freeze what start-up loaded, so the garbage collector's full collections (which stop
+the event loop) walk only what came after (deuz_project.heap)."""
+
+from __future__ import annotations
+
+SERVED = """
+import gc, sys
+import deuz_project.asgi
+print(gc.get_freeze_count(), "deuz_project.urls" in sys.modules)
+"""
+
+WORKER = """
+import gc
+import django
+django.setup()
+from django.core.management import call_command
+import runs.management.commands.worker as worker
+worker.run_worker = lambda **options: print("claiming with", gc.get_freeze_count(), "frozen")
+call_command("worker", concurrency=1)
+"""
+
+
+def test_the_served_application_freezes_its_start_up_with_the_views_loaded(run_python):
+    result = run_python(SERVED)
+    assert result.returncode == 0, result.stderr
+    frozen, urls_loaded = result.stdout.split()
+    assert int(frozen) > 10_000
+    assert urls_loaded == "True"
+
+
+def test_a_worker_freezes_its_start_up_before_it_claims(run_python):
+    result = run_python(WORKER, DJANGO_SETTINGS_MODULE="deuz_project.settings")
+    assert result.returncode == 0, result.stderr
+    frozen = int(result.stdout.split("claiming with ")[1].split()[0])
+    assert frozen > 10_000
