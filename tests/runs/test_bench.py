@@ -10,8 +10,10 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from bench import storage
+from bench.tidy import database_tidy
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the benchmarks drive the stores from their own event loops
 
@@ -74,3 +76,26 @@ def test_the_leg_is_measured_with_its_journal(bench_output):
 def test_too_few_steps_is_a_clear_error():
     with pytest.raises(CommandError, match="at least 20"):
         call_command("bench", steps=5, stdout=StringIO())
+
+
+def _vacuum_counts() -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname, vacuum_count FROM pg_stat_user_tables WHERE relname IN "
+                       "('runs_run', 'runs_journalentry', 'approvals_approvalrequest')")
+        return dict(cursor.fetchall())
+
+
+def test_each_part_starts_on_a_vacuumed_postgresql_database():
+    if connection.vendor != "postgresql":
+        pytest.skip("VACUUM is PostgreSQL's; SQLite reuses a deleted row's pages without one")
+    before = _vacuum_counts()
+    database_tidy()
+    after = _vacuum_counts()
+    assert set(after) == {"runs_run", "runs_journalentry", "approvals_approvalrequest"}
+    assert all(after[table] == before.get(table, 0) + 1 for table in after)
+
+
+def test_tidying_sqlite_is_nothing_to_do():
+    if connection.vendor != "sqlite":
+        pytest.skip("the SQLite case")
+    database_tidy()  # no error, and no statement PostgreSQL's syntax would break

@@ -152,21 +152,29 @@ class Command(BaseCommand):
 
     def _measure_core(self, *, quick: bool, steps: int, repeats: int, profile: bool, label: str) -> dict:
         from bench import journal, leg, overhead, resume, storage
+        from bench.tidy import database_tidy as tidy  # before each part (bench.tidy)
 
         vendor = connection.vendor
         self.stderr.write(f"Measuring {label} ({steps} steps, {repeats} repeats)...")
+        tidy()
         rows = [overhead.measure(steps=steps, repeats=repeats)]
         if vendor == "sqlite":
             rows.append(overhead.measure(steps=steps, repeats=repeats, synchronous="FULL"))
+        tidy()
         rows.append(overhead.measure(steps=steps, repeats=repeats, direct_saves=False))  # the same sitting's "before"
         data: dict[str, Any] = {"overhead": [row.as_dict() for row in rows]}
         self.stderr.write("  as the worker runs a leg...")
+        tidy()
         data["leg"] = leg.measure(steps=steps, repeats=repeats)
         self.stderr.write("  resume from a fresh process...")
+        tidy()
         data["resume"] = resume.measure(steps=steps, repeats=repeats)
+        tidy()
         data["load"] = resume.measure_load(steps=200 if steps < 200 else 1000, repeats=repeats)
+        tidy()
         stored = storage.measure(steps if quick else max(steps, 200))
         parts = 10_000 if quick else 50_000
+        tidy()
         appended = journal.measure(parts)
         data["storage"] = {"growth_ratio": stored.growth_ratio, "total_ratio": stored.total_ratio,
                            "total_bytes": stored.total_bytes, "history_bytes": stored.history_bytes}
