@@ -18,7 +18,6 @@ from django.db import connection
 
 from bench import motion, tail, throughput
 from bench.fleet import BENCH_ENV, BENCH_SETTINGS, Fleet
-from bench.tidy import database_tidy
 from runs.database_url import database_url
 
 __all__ = ["FULL", "QUICK", "Sizes", "measure"]
@@ -61,18 +60,14 @@ def measure(*, sizes: Sizes, redis_url: str, progress: Callable[[str], None], lo
     fleet.start()
     try:
         progress(f"  verdict to motion, {sizes.approvals} approvals, worker processes woken by LISTEN/NOTIFY...")
-        database_tidy()
         data["motion"] = motion.measure_on(fleet, approvals=sizes.approvals, embedded=False, redis=bool(redis_url))
         fleet.stop_workers()
         progress(f"  live tail, {sizes.tail_runs} runs streaming at once...")
-        database_tidy()
         data["tail"] = tail.measure_on(fleet, runs=sizes.tail_runs, followers=sizes.tail_runs, label="tail")
         progress(f"  fan-out, {sizes.fanout_followers} followers of {sizes.fanout_runs} runs on one daphne...")
-        database_tidy()
         data["fanout"] = tail.measure_on(fleet, runs=sizes.fanout_runs, followers=sizes.fanout_followers,
                                          label="fanout")
         progress(f"  throughput, {sizes.throughput_runs} runs of {sizes.throughput_steps} steps, two workers...")
-        database_tidy()
         data["throughput"] = throughput.measure_on(fleet, runs=sizes.throughput_runs, steps=sizes.throughput_steps,
                                                    concurrency=sizes.throughput_concurrency)
     finally:

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from bench import storage
-from bench.tidy import database_tidy
+from bench.database_state import DEAD_ROWS_WARN, dead_rows, dead_rows_warning
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the benchmarks drive the stores from their own event loops
 
@@ -78,24 +78,25 @@ def test_too_few_steps_is_a_clear_error():
         call_command("bench", steps=5, stdout=StringIO())
 
 
-def _vacuum_counts() -> dict[str, int]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT relname, vacuum_count FROM pg_stat_user_tables WHERE relname IN "
-                       "('runs_run', 'runs_journalentry', 'approvals_approvalrequest')")
-        return dict(cursor.fetchall())
+def test_the_dead_rows_of_earlier_runs_are_counted_on_postgresql():
+    count = dead_rows()
+    if connection.vendor == "postgresql":
+        assert isinstance(count, int) and count >= 0
+    else:
+        assert count is None
 
 
-def test_each_part_starts_on_a_vacuumed_postgresql_database():
-    if connection.vendor != "postgresql":
-        pytest.skip("VACUUM is PostgreSQL's; SQLite reuses a deleted row's pages without one")
-    before = _vacuum_counts()
-    database_tidy()
-    after = _vacuum_counts()
-    assert set(after) == {"runs_run", "runs_journalentry", "approvals_approvalrequest"}
-    assert all(after[table] == before.get(table, 0) + 1 for table in after)
+def test_many_dead_rows_are_a_warning_naming_the_database_and_the_cure():
+    warning = dead_rows_warning(DEAD_ROWS_WARN + 1, database="PostgreSQL")
+    assert warning is not None
+    assert "PostgreSQL holds 100,001 dead rows" in warning and "new database" in warning
 
 
-def test_tidying_sqlite_is_nothing_to_do():
-    if connection.vendor != "sqlite":
-        pytest.skip("the SQLite case")
-    database_tidy()  # no error, and no statement PostgreSQL's syntax would break
+def test_few_dead_rows_are_no_warning():
+    assert dead_rows_warning(DEAD_ROWS_WARN - 1, database="PostgreSQL") is None
+    assert dead_rows_warning(None, database="SQLite") is None
+
+
+def test_the_results_file_records_the_dead_rows_found(bench_output):
+    _, results = bench_output
+    assert "dead_rows_at_start" in results["databases"][0]

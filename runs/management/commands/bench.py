@@ -140,6 +140,12 @@ class Command(BaseCommand):
         vendor = connection.vendor
         label = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(vendor, vendor)
         data: dict[str, Any] = {"vendor": vendor, "label": label, "side": []}
+        from bench.database_state import dead_rows, dead_rows_warning
+
+        data["dead_rows_at_start"] = dead_rows()
+        warning = dead_rows_warning(data["dead_rows_at_start"], database=label)
+        if warning:
+            self.stderr.write(warning)
         if core:
             data.update(self._measure_core(quick=quick, steps=steps, repeats=repeats, profile=profile, label=label))
         if fleet is not None:
@@ -148,33 +154,27 @@ class Command(BaseCommand):
             self.stderr.write(f"Measuring {label} with real processes (daphne, workers)...")
             data["fleet"] = fleet_parts.measure(sizes=fleet, redis_url=redis, progress=self.stderr.write)
             data["side"] += _fleet_side(data["fleet"])
+        if warning:
+            data["side"].append(warning)
         return data
 
     def _measure_core(self, *, quick: bool, steps: int, repeats: int, profile: bool, label: str) -> dict:
         from bench import journal, leg, overhead, resume, storage
-        from bench.tidy import database_tidy as tidy  # before each part (bench.tidy)
 
         vendor = connection.vendor
         self.stderr.write(f"Measuring {label} ({steps} steps, {repeats} repeats)...")
-        tidy()
         rows = [overhead.measure(steps=steps, repeats=repeats)]
         if vendor == "sqlite":
             rows.append(overhead.measure(steps=steps, repeats=repeats, synchronous="FULL"))
-        tidy()
         rows.append(overhead.measure(steps=steps, repeats=repeats, direct_saves=False))  # the same sitting's "before"
         data: dict[str, Any] = {"overhead": [row.as_dict() for row in rows]}
         self.stderr.write("  as the worker runs a leg...")
-        tidy()
         data["leg"] = leg.measure(steps=steps, repeats=repeats)
         self.stderr.write("  resume from a fresh process...")
-        tidy()
         data["resume"] = resume.measure(steps=steps, repeats=repeats)
-        tidy()
         data["load"] = resume.measure_load(steps=200 if steps < 200 else 1000, repeats=repeats)
-        tidy()
         stored = storage.measure(steps if quick else max(steps, 200))
         parts = 10_000 if quick else 50_000
-        tidy()
         appended = journal.measure(parts)
         data["storage"] = {"growth_ratio": stored.growth_ratio, "total_ratio": stored.total_ratio,
                            "total_bytes": stored.total_bytes, "history_bytes": stored.history_bytes}
