@@ -4,9 +4,9 @@ Every part deletes the runs it made, and on PostgreSQL a deleted row stays behin
 vacuum. Where autovacuum is off (this project's CI machines run PostgreSQL with ``autovacuum = off``) they
 pile up from one bench run to the next: after a dozen runs 450,000 dead journal rows (97 MB), and the resume
 measured 16.8 ms where a fresh database gave 12.2. Vacuuming before a part is no cure: tables vacuumed while
-empty made the throughput run twice as slow (32 s on a fresh database, 55-84 s after), since the plans the
-workers' connections prepare are then chosen for empty tables. So the bench says what it found and leaves the
-database alone.
+empty made the throughput run twice as slow (32 s on a fresh database, 55-84 s after; no statement over 20 ms,
+so presumably the plans the workers' connections prepare, chosen for empty tables: not shown). So the bench
+says what it found and leaves the database alone.
 """
 
 from __future__ import annotations
