@@ -264,12 +264,19 @@ def _database_from_url(url: str) -> dict:
     if config["ENGINE"] == "django.db.backends.postgresql":
         # A process frozen inside a transaction (a stopped VM, a debugger) must not hold a run's row lock
         # forever: PostgreSQL ends such a session, its locks go, and the run's lease can lapse and move on.
-        config.setdefault("OPTIONS", {}).setdefault("options", "-c idle_in_transaction_session_timeout=60000")
+        # Sessions start in UTC, the zone Django's connections use with USE_TZ, so Django need not set it on each
+        # new connection (a round trip before its first query, when the server's own zone is spelt otherwise).
+        config.setdefault("OPTIONS", {}).setdefault(
+            "options", "-c idle_in_transaction_session_timeout=60000 -c TimeZone=UTC"
+        )
         pool_size = env_int("DEUZ_DATABASE_POOL_SIZE", default=20, minimum=0)
         if pool_size:
             # Each request's thread borrows a connection and gives it back (Django's psycopg pool), so 200 requests
-            # at once wait a moment for one of a bounded few rather than open 200 and exhaust PostgreSQL.
-            config["OPTIONS"]["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 30}
+            # at once wait a moment for one of a bounded few rather than open 200 and exhaust PostgreSQL. No
+            # minimum: with one, a process's first borrow found it still opening and asked for a second (two
+            # backends started at once, 2 ms of a fresh worker's 13 ms resume, issue 8); idle ones close after
+            # psycopg_pool's max_idle (10 minutes).
+            config["OPTIONS"]["pool"] = {"min_size": 0, "max_size": pool_size, "timeout": 30}
     if config["ENGINE"] == "django.db.backends.sqlite3":
         options = config.setdefault("OPTIONS", {})
         # Workers and the server write the same file: wait for a lock instead of

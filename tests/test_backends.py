@@ -101,3 +101,34 @@ async def test_an_idle_redis_receiver_is_woken_by_the_next_subscription(monkeypa
         await listening.flush()
         await sending.flush()
     assert message == {"type": "journal.appended", "seq": 3}
+
+
+postgresql_only = pytest.mark.skipif(not DATABASE_URL.startswith(("postgres", "pgsql")), reason="DATABASE_URL is not PostgreSQL")
+
+
+@postgresql_only
+@pytest.mark.django_db
+def test_a_new_postgresql_session_starts_in_the_zone_django_uses_so_it_sets_none():
+    # Django sets the session's TimeZone on every new connection whose server reports another spelling of it
+    # ('Etc/UTC' here): a round trip before the connection's first query, unless the session starts in UTC.
+    import psycopg
+
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params) as raw:
+        assert raw.info.parameter_status("TimeZone") == connection.timezone_name == "UTC"
+
+
+@postgresql_only
+def test_a_processs_first_query_opens_one_pooled_connection(run_python):
+    # With the pool's minimum above zero, the first borrow finds the pool still opening its minimum and asks for
+    # one more: two backends started at once, on the path of a fresh worker's first resume.
+    result = run_python(
+        "import django; django.setup()\n"
+        "from django.db import connection\n"
+        "connection.ensure_connection()\n"
+        "print(connection.pool.get_stats()['pool_size'])\n",
+        DATABASE_URL=DATABASE_URL,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "1"

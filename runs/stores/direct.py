@@ -243,14 +243,15 @@ class _LoopConnection:
         # Django turns psycopg's prepared statements off (None) for the sake of poolers; here a statement shape
         # seen five times is prepared, as psycopg does by default (see ``prepares``).
         params["prepare_threshold"] = PREPARE_THRESHOLD if self.prepares else None
+        # Waiting for a lock here would block nobody's thread but could wait on a thread that waits on this save
+        # (a journal writer's lock): give up at once and let the ORM's path wait. Set at the session's start,
+        # not by a statement after it (one round trip fewer before a loop's first save).
+        params["options"] = f"{params.get('options') or ''} -c lock_timeout={LOCK_TIMEOUT_MS}ms".strip()
         try:
             # Server-side binding: a save's folded statement with its 25-odd params goes faster than bound here.
             connection = await psycopg.AsyncConnection.connect(
                 autocommit=True, cursor_factory=psycopg.AsyncCursor, **params
             )
-            # Waiting for a lock here would block nobody's thread but could wait on a thread that waits on this
-            # save (a journal writer's lock): give up at once and let the ORM's path wait.
-            await connection.execute(f"SET lock_timeout = '{LOCK_TIMEOUT_MS}ms'")
         except psycopg.Error as exc:
             self.failed_at = time.monotonic()
             logger.warning("No direct connection to PostgreSQL (%s); saves go through the ORM for %d s.",
