@@ -22,7 +22,7 @@ from django.utils import timezone
 from runs.errors import StaleOwnerError
 from runs.models import Run
 
-__all__ = ["OwnerFence"]
+__all__ = ["OwnerFence", "adapt_run_field"]
 
 # (run id, epoch) pairs whose fence this thread's open transaction already holds (see OwnerFence.nested).
 _held = threading.local()
@@ -81,7 +81,7 @@ class OwnerFence:
 
     def _params(self, db: Any, changes: dict[str, Any]) -> list[Any]:
         params = [db.ops.adapt_datetimefield_value(timezone.now())]
-        params += [_adapt(db, name, value) for name, value in changes.items()]
+        params += [adapt_run_field(db, name, value) for name, value in changes.items()]
         params += [self.run_pk, self.epoch]
         return params
 
@@ -112,14 +112,20 @@ def _update_sql_for(vendor: str, names: tuple[str, ...]) -> str:
     return f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(sets)} WHERE id = %s AND owner_epoch = %s"
 
 
-def _adapt(db: Any, name: str, value: Any) -> Any:
+def adapt_run_field(db: Any, name: str, value: Any) -> Any:
     """``value`` for the run's field ``name`` as the back end takes it (JSON and dates adapted, the rest as is)."""
-    field = Run._meta.get_field(name)
     if value is None:
         return None
-    if isinstance(field, JSONField):
+    field, is_json = _run_field(name)
+    if is_json:
         return db.ops.adapt_json_value(value, field.encoder)
     return field.get_db_prep_save(value, connection=db)
+
+
+@functools.cache
+def _run_field(name: str) -> tuple[Any, bool]:
+    field = Run._meta.get_field(name)
+    return field, isinstance(field, JSONField)
 
 
 def _held_keys() -> set[tuple[str, int]]:

@@ -21,17 +21,33 @@ _DICT = "$dict"
 _MARKERS = frozenset({_BYTES, _DICT})
 
 
+#: Values encoded as themselves, by exact type (a step's messages are mostly these: the fast path).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def encode_value(value: Any) -> Any:
     """``value`` as plain JSON-compatible data, with bytes and marker-like dicts escaped."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        encoded = {}
+        for key, item in value.items():
+            if type(key) is not str and not isinstance(key, str):
+                raise TypeError(f"Checkpoint dict keys must be strings, got {type(key).__name__}.")
+            encoded[key] = item if type(item) in _SCALARS else encode_value(item)
+        return encoded if _MARKERS.isdisjoint(value) else {_DICT: encoded}
+    if kind is list:
+        return [item if type(item) in _SCALARS else encode_value(item) for item in value]
+    return _encode_other(value)
+
+
+def _encode_other(value: Any) -> Any:
+    """encode_value for what is not exactly a scalar, dict or list: bytes, tuples and subclasses."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {_BYTES: base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, dict):
-        encoded = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"Checkpoint dict keys must be strings, got {type(key).__name__}.")
-            encoded[key] = encode_value(item)
-        return {_DICT: encoded} if _MARKERS.intersection(value) else encoded
+        return encode_value(dict(value))
     if isinstance(value, (list, tuple)):
         return [encode_value(item) for item in value]
     if value is None or isinstance(value, (str, bool, int, float)):

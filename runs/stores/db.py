@@ -31,7 +31,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from runs.errors import StaleOwnerError
-from runs.fencing import OwnerFence
+from runs.fencing import OwnerFence, adapt_run_field
 from runs.models import Checkpoint, JournalEntry, Run, RunMessage
 from runs.runtime.codec import decode_value, encode_value
 from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
@@ -240,14 +240,14 @@ class DatabaseSessionStore:
             with db.cursor() as cursor:
                 cursor.execute(folded.sql, folded.params)
                 written = cursor.fetchone()
-            row, head_plain = self._folded_written(folded, written)
+            row = self._folded_row(folded, written)
             committed = True
         finally:
             if work is not None:
                 work.done(committed)
         messages = checkpoint["messages"]
         key, status = checkpoint["run_id"], checkpoint["status"]
-        self._heads[key] = _Head(row.head_id, len(messages), head_plain, messages, status)
+        self._heads[key] = _Head(row.head_id, len(messages), folded.head_plain, messages, status)
         return row
 
     def _save_direct(self, checkpoint: AgentCheckpoint) -> bool:
@@ -301,8 +301,8 @@ class DatabaseSessionStore:
             head_plain = _encode(messages[position])
             cursor.execute(message_sql, [run_pk, key, head_id, position, seal(head_plain)])
             head_id = cursor.fetchone()[0] if _RETURNS_ID in message_sql else cursor.lastrowid
-        row = _checkpoint_row(checkpoint, run_pk, head_id, self.fence.epoch)
-        cursor.execute(direct.sql(_checkpoint_sql(db)), _checkpoint_params(db, row))
+        values = _checkpoint_values(checkpoint, run_pk, head_id, self.fence.epoch)
+        cursor.execute(direct.sql(_checkpoint_sql(db)), _checkpoint_params(db, values))
         if _RETURNS_ID in message_sql:
             cursor.fetchone()
         if work is not None:
@@ -320,9 +320,9 @@ class DatabaseSessionStore:
             for position in range(count, len(messages)):
                 head_plain = _encode(messages[position])
                 head_id = _insert(db, cursor, _message_sql(db), [run_pk, key, head_id, position, seal(head_plain)])
-            row = _checkpoint_row(checkpoint, run_pk, head_id, epoch)
-            row.pk = _insert(db, cursor, _checkpoint_sql(db), _checkpoint_params(db, row))
-        return row, head_plain
+            values = _checkpoint_values(checkpoint, run_pk, head_id, epoch)
+            pk = _insert(db, cursor, _checkpoint_sql(db), _checkpoint_params(db, values))
+        return _saved_row(values, pk), head_plain
 
     def _save_fenced_postgresql(
         self, db: Any, checkpoint: AgentCheckpoint, known: _Head | None, *, journal_rows: list[tuple] = ()
@@ -338,7 +338,7 @@ class DatabaseSessionStore:
         with db.cursor() as cursor:
             cursor.execute(folded.sql, folded.params)
             written = cursor.fetchone()
-        return self._folded_written(folded, written)
+        return self._folded_row(folded, written), folded.head_plain
 
     def _folded(
         self, db: Any, checkpoint: AgentCheckpoint, shared: tuple[int | None, int, bytes | None],
@@ -354,13 +354,13 @@ class DatabaseSessionStore:
         plains = [_encode(message) for message in messages[count:]]
         changes = self.run_changes(checkpoint) if self.run_changes is not None else {}
         params: list[Any] = [db.ops.adapt_datetimefield_value(timezone.now())]
-        params += [_adapt_run_field(db, name, value) for name, value in changes.items()]
+        params += [adapt_run_field(db, name, value) for name, value in changes.items()]
         params += [fence.run_pk, fence.epoch]
         for offset, plain in enumerate(plains):
             params += [key, head_id] if offset == 0 else [key]
             params += [count + offset, seal(plain)]
-        row = _checkpoint_row(checkpoint, fence.run_pk, None, fence.epoch)
-        checkpoint_params = _checkpoint_params(db, row)
+        values = _checkpoint_values(checkpoint, fence.run_pk, None, fence.epoch)
+        checkpoint_params = _checkpoint_params(db, values)
         del checkpoint_params[0]  # the run's id comes from the fence's UPDATE
         if plains:
             del checkpoint_params[5]  # and the head's from the last message's INSERT
@@ -372,19 +372,20 @@ class DatabaseSessionStore:
             for journal_row in journal_rows:
                 params += [journal_row[1], journal_row[3]]
         sql = _folded_sql_for(db.vendor, len(plains), tuple(changes), len(journal_rows))
-        return _Folded(sql, params, row, plains[-1] if plains else head_plain, head_id, bool(plains))
+        return _Folded(sql, params, values, plains[-1] if plains else head_plain, head_id, bool(plains))
 
-    def _folded_written(self, folded: _Folded, written: tuple[Any, ...] | None) -> tuple[Checkpoint, bytes | None]:
-        """The saved row, from what the folded statement answered (nothing: the fence matched no row)."""
+    def _folded_written(self, folded: _Folded, written: tuple[Any, ...] | None) -> tuple[int | None, int]:
+        """The saved row's head and id, from what the folded statement answered (nothing: the fence matched no
+        row)."""
         fence = self.fence
         assert fence is not None
         if written is None:
             raise StaleOwnerError(fence.run_id, fence.epoch)
-        row = folded.row
-        row.head_id = written[0] if folded.adds_messages else folded.head_id
-        row.pk = written[1]
-        row._state.adding, row._state.db = False, "default"
-        return row, folded.head_plain
+        return (written[0] if folded.adds_messages else folded.head_id), written[1]
+
+    def _folded_row(self, folded: _Folded, written: tuple[Any, ...] | None) -> Checkpoint:
+        head_id, pk = self._folded_written(folded, written)
+        return _saved_row({**folded.values, "head_id": head_id}, pk)
 
     def _plan_alone(self, db: Any, checkpoint: AgentCheckpoint, known: _Head) -> tuple[Any, ...] | None:
         """What a folded save on its own (no transaction of the ORM's) needs: the shared prefix and the hook's
@@ -427,12 +428,12 @@ class DatabaseSessionStore:
                     work = None
                 await self._save_async(checkpoint)
                 return
-            _, head_plain = self._folded_written(folded, written)
+            head_id, _ = self._folded_written(folded, written)
             committed = True
         finally:
             if work is not None:
                 work.done(committed)
-        self._heads[key] = _Head(folded.row.head_id, len(messages), head_plain, messages, checkpoint["status"])
+        self._heads[key] = _Head(head_id, len(messages), folded.head_plain, messages, checkpoint["status"])
 
     async def aclose(self) -> None:
         """Close this view's own connection, if it opened one (a leg closes its store when it ends)."""
@@ -539,7 +540,7 @@ class _Folded:
 
     sql: str
     params: list[Any]
-    row: Checkpoint
+    values: dict[str, Any]  # the checkpoint row's, its head's id unknown yet
     head_plain: bytes | None
     head_id: int | None
     adds_messages: bool
@@ -658,22 +659,23 @@ def _latest_row(key: str) -> Checkpoint | None:
     return row
 
 
-def _checkpoint_row(checkpoint: AgentCheckpoint, run_pk: int, head_id: int | None, epoch: int) -> Checkpoint:
+def _checkpoint_values(checkpoint: AgentCheckpoint, run_pk: int | None, head_id: int | None, epoch: int) -> dict[str, Any]:
+    """The checkpoint row's field values (a direct save writes them without building the model instance)."""
     pending = checkpoint.get("pending_approvals")
-    return Checkpoint(
-        run_id=run_pk,
-        session_key=checkpoint["run_id"],
-        step_index=checkpoint["step_index"],
-        status=checkpoint["status"],
-        usage=dict(checkpoint["usage"]),
-        agent_path=list(checkpoint.get("agent_path") or []),
-        head_id=head_id,
-        message_count=len(checkpoint["messages"]),
-        pending_approvals=seal(_encode(pending)) if pending is not None else None,
-        created_at_ms=checkpoint["created_at"],
-        owner_epoch=epoch,
-        recorded_at=timezone.now(),
-    )
+    return {
+        "run_id": run_pk,
+        "session_key": checkpoint["run_id"],
+        "step_index": checkpoint["step_index"],
+        "status": checkpoint["status"],
+        "usage": dict(checkpoint["usage"]),
+        "agent_path": list(checkpoint.get("agent_path") or []),
+        "head_id": head_id,
+        "message_count": len(checkpoint["messages"]),
+        "pending_approvals": seal(_encode(pending)) if pending is not None else None,
+        "created_at_ms": checkpoint["created_at"],
+        "owner_epoch": epoch,
+        "recorded_at": timezone.now(),
+    }
 
 
 _CHECKPOINT_COLUMNS = (
@@ -682,13 +684,22 @@ _CHECKPOINT_COLUMNS = (
 )
 
 
-def _checkpoint_params(db: Any, row: Checkpoint) -> list[Any]:
+def _saved_row(values: dict[str, Any], pk: int | None) -> Checkpoint:
+    """The model instance of a written checkpoint row."""
+    row = Checkpoint(**values)
+    row.pk = pk
+    row._state.adding, row._state.db = False, "default"
+    return row
+
+
+def _checkpoint_params(db: Any, values: dict[str, Any]) -> list[Any]:
     """The row's values as the back end takes them (the adapters its fields' get_db_prep_save would pick)."""
     ops = db.ops
     return [
-        row.run_id, row.session_key, row.step_index, row.status, ops.adapt_json_value(row.usage, None),
-        ops.adapt_json_value(row.agent_path, None), row.head_id, row.message_count, row.pending_approvals,
-        row.created_at_ms, row.owner_epoch, ops.adapt_datetimefield_value(row.recorded_at),
+        values["run_id"], values["session_key"], values["step_index"], values["status"],
+        ops.adapt_json_value(values["usage"], None), ops.adapt_json_value(values["agent_path"], None),
+        values["head_id"], values["message_count"], values["pending_approvals"], values["created_at_ms"],
+        values["owner_epoch"], ops.adapt_datetimefield_value(values["recorded_at"]),
     ]
 
 
@@ -712,15 +723,6 @@ def _insert_sql(db: Any, model: Any, columns: tuple[str, ...]) -> str:
 
 #: New messages a PostgreSQL save folds into its one statement (a step adds one; more is a first, long history).
 _FOLDED_MESSAGES = 8
-
-
-def _adapt_run_field(db: Any, name: str, value: Any) -> Any:
-    field = Run._meta.get_field(name)
-    if value is None:
-        return None
-    if field.get_internal_type() == "JSONField":
-        return db.ops.adapt_json_value(value, None)
-    return field.get_db_prep_save(value, connection=db)
 
 
 @functools.cache

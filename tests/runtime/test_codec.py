@@ -185,6 +185,14 @@ def test_tuples_come_back_as_lists():
     assert_identical(back["extra"], [1, "a", [2]])
 
 
+def test_a_dict_subclass_round_trips_as_its_dict_marker_keys_and_bytes_included():
+    import collections
+
+    value = collections.OrderedDict([("$bytes", "not bytes"), ("data", b"\x00\x01")])
+    back = round_trip(checkpoint(extra=value))
+    assert_identical(back["extra"], {"$bytes": "not bytes", "data": b"\x00\x01"})
+
+
 # Errors
 
 
