@@ -132,3 +132,16 @@ def test_a_processs_first_query_opens_one_pooled_connection(run_python):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-1] == "1"
+
+
+@postgresql_only
+def test_a_processs_pool_keeps_one_maintenance_thread(run_python):
+    result = run_python(
+        "import threading, django; django.setup()\n"
+        "from django.db import connection\n"
+        "connection.ensure_connection()\n"
+        "print(sum('-worker-' in thread.name for thread in threading.enumerate()))\n",
+        DATABASE_URL=DATABASE_URL,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "1"

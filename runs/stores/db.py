@@ -617,7 +617,10 @@ def _chain_rows(key: str, head_id: int | None) -> list[tuple[int, int | None, An
                f"(SELECT min(id) FROM {table} WHERE session_key = %s) AND %s AND +session_key = %s")
         params = [key, head_id, key]
     else:
-        sql = f"SELECT id, parent_id, data FROM {table} WHERE session_key = %s AND id <= %s"
+        # The key's index alone, the bound checked row by row: '+ 0' keeps the planner from ANDing in a range scan
+        # of the primary key, which it did on statistics left by deleted runs (50,000 ids read for 400 rows,
+        # 2.7 of a resume's 12 ms; issue 8).
+        sql = f"SELECT id, parent_id, data FROM {table} WHERE session_key = %s AND id + 0 <= %s"
         params = [key, head_id]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
