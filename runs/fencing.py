@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import JSONField
+from django.db.models import BigIntegerField, IntegerField, JSONField, PositiveIntegerField
 from django.utils import timezone
 
 from runs.errors import StaleOwnerError
@@ -116,16 +116,23 @@ def adapt_run_field(db: Any, name: str, value: Any) -> Any:
     """``value`` for the run's field ``name`` as the back end takes it (JSON and dates adapted, the rest as is)."""
     if value is None:
         return None
-    field, is_json = _run_field(name)
-    if is_json:
+    field, kind = _run_field(name)
+    if kind == "json":
         return db.ops.adapt_json_value(value, field.encoder)
+    if kind == "integer" and type(value) is int:
+        return value  # what an integer field's get_db_prep_save answers for an int, without its calls
     return field.get_db_prep_save(value, connection=db)
 
 
 @functools.cache
-def _run_field(name: str) -> tuple[Any, bool]:
+def _run_field(name: str) -> tuple[Any, str]:
     field = Run._meta.get_field(name)
-    return field, isinstance(field, JSONField)
+    if isinstance(field, JSONField):
+        return field, "json"
+    return field, ("integer" if type(field) in _INTEGER_FIELDS else "other")
+
+
+_INTEGER_FIELDS = (IntegerField, PositiveIntegerField, BigIntegerField)
 
 
 def _held_keys() -> set[tuple[str, int]]:

@@ -163,7 +163,11 @@ class DatabaseSessionStore:
             except RuntimeError:
                 return checkpoint
             return _completed(checkpoint)
-        return _dispatch(self.load_sync, run_id)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self.load_sync(run_id)
+        return self.aload(run_id)
 
     def delete(self, run_id: str) -> Any:
         return _dispatch(self.delete_sync, run_id)
@@ -178,6 +182,16 @@ class DatabaseSessionStore:
         await self.save(checkpoint)
 
     async def aload(self, run_id: str) -> AgentCheckpoint | None:
+        """The latest checkpoint, read again. A fenced view on SQLite reads on the event loop's own connection
+        (runs.stores.direct), where its steady saves write: no thread hop on a resume's path. Any other view (or
+        when it cannot read there now) reads through the ORM's thread, which sees what that thread has not
+        committed yet."""
+        if self.fence is not None and direct.enabled() and connections[DEFAULT_DB_ALIAS].vendor == "sqlite":
+            try:
+                with connections[DEFAULT_DB_ALIAS].wrap_database_errors:
+                    return direct.read(lambda cursor: self._load(run_id, cursor))
+            except direct.DirectUnavailable:
+                pass
         return await sync_to_async(self.load_sync)(run_id)
 
     # ------------------------------------------------------------------ writes
@@ -483,16 +497,23 @@ class DatabaseSessionStore:
     # ------------------------------------------------------------------- reads
 
     def load_sync(self, run_id: str) -> AgentCheckpoint | None:
-        row = _latest_row(run_id)
+        return self._load(run_id)
+
+    def _load(self, run_id: str, cursor: Any = None) -> AgentCheckpoint | None:
+        """``load_sync`` through the ORM, or with ``cursor`` on a direct connection's (which may not use the ORM:
+        DirectUnavailable when the ORM is needed)."""
+        row = _latest_row(run_id, cursor)
         if row is None:
             if self.fence is not None:
+                if cursor is not None and not self.fence.knows_run_pk:
+                    raise direct.DirectUnavailable("the run's key is learnt through the ORM")
                 # Nothing stored, and while this view's epoch owns the run nobody else will store anything: its
                 # first save writes the whole history without reading a head (on PostgreSQL, direct), so the run's
                 # key is learnt here, on the ORM's thread.
                 self.fence.run_pk  # noqa: B018
                 self._heads[run_id] = _Head(None, 0, None, [], None)
             return None
-        checkpoint = self.checkpoint_from_row(row)
+        checkpoint = self.checkpoint_from_row(row, cursor)
         if self.fence is not None:  # the next save of this view starts from here, reading nothing back
             messages = checkpoint["messages"]
             head_plain = _encode(messages[-1]) if messages else None
@@ -500,13 +521,13 @@ class DatabaseSessionStore:
                                         loaded=checkpoint)
         return checkpoint
 
-    def checkpoint_from_row(self, row: Checkpoint) -> AgentCheckpoint:
-        """The AgentCheckpoint a stored row holds, full history included."""
+    def checkpoint_from_row(self, row: Checkpoint, cursor: Any = None) -> AgentCheckpoint:
+        """The AgentCheckpoint a stored row holds, full history included (read with ``cursor`` when given)."""
         known = self._heads.get(row.session_key)
         if known is not None and known.messages is not None and known.head_id == row.head_id:
             messages = list(known.messages)  # this view wrote or read that very history
         else:
-            messages = _decode_chain([data for _, _, data in _chain_rows(row.session_key, row.head_id)])
+            messages = _decode_chain([data for _, _, data in _chain_rows(row.session_key, row.head_id, cursor)])
         checkpoint: AgentCheckpoint = {
             "version": 1,
             "run_id": row.session_key,
@@ -606,12 +627,13 @@ def _stored_head(key: str) -> _Head | None:
     return _Head(head_id, count, unseal(data) if data is not None else None, None, status)
 
 
-def _chain_rows(key: str, head_id: int | None) -> list[tuple[int, int | None, Any]]:
-    """(id, parent id, data) of the messages from the first to ``head_id``, following parent links (one query)."""
+def _chain_rows(key: str, head_id: int | None, cursor: Any = None) -> list[tuple[int, int | None, Any]]:
+    """(id, parent id, data) of the messages from the first to ``head_id``, following parent links (one query,
+    through the ORM or on a direct SQLite connection's ``cursor``)."""
     if head_id is None:
         return []
     table = connection.ops.quote_name(RunMessage._meta.db_table)
-    if connection.vendor == "sqlite":
+    if cursor is not None or connection.vendor == "sqlite":
         # A range of row ids read in order beats an index lookup per row; '+' keeps SQLite off the key's index.
         sql = (f"SELECT id, parent_id, data FROM {table} WHERE id BETWEEN "
                f"(SELECT min(id) FROM {table} WHERE session_key = %s) AND %s AND +session_key = %s")
@@ -622,9 +644,7 @@ def _chain_rows(key: str, head_id: int | None) -> list[tuple[int, int | None, An
         # 2.7 of a resume's 12 ms; issue 8).
         sql = f"SELECT id, parent_id, data FROM {table} WHERE session_key = %s AND id + 0 <= %s"
         params = [key, head_id]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = {row[0]: row for row in cursor.fetchall()}
+    rows = {row[0]: row for row in _fetch(cursor, sql, params, many=True)}
     chain = []
     current: int | None = head_id
     while current is not None:
@@ -641,14 +661,22 @@ _LATEST_COLUMNS = (
 )
 
 
-def _latest_row(key: str) -> Checkpoint | None:
+def _fetch(cursor: Any, sql: str, params: list[Any], *, many: bool) -> Any:
+    """A query's rows (or first row) through the ORM's connection, or on a direct SQLite connection's ``cursor``."""
+    if cursor is None:
+        with connection.cursor() as orm_cursor:
+            orm_cursor.execute(sql, params)
+            return orm_cursor.fetchall() if many else orm_cursor.fetchone()
+    cursor.execute(direct.sql(sql), params)
+    return cursor.fetchall() if many else cursor.fetchone()
+
+
+def _latest_row(key: str, cursor: Any = None) -> Checkpoint | None:
     """The latest checkpoint row under ``key`` (one plain query; a resume runs it in a cold process)."""
     quote = connection.ops.quote_name
     sql = (f"SELECT {', '.join(quote(column) for column in _LATEST_COLUMNS)} FROM {quote(Checkpoint._meta.db_table)} "
            "WHERE session_key = %s ORDER BY id DESC LIMIT 1")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [key])
-        found = cursor.fetchone()
+    found = _fetch(cursor, sql, [key], many=False)
     if found is None:
         return None
     values = dict(zip(_LATEST_COLUMNS, found))

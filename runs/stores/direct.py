@@ -17,6 +17,7 @@ legs; a connection that cannot be opened answers DirectUnavailable and the ORM's
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import sqlite3
 import threading
@@ -31,7 +32,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 __all__ = [
     "APPLICATION_NAME", "BUSY_SECONDS", "CONNECT_HOOKS", "DEFAULT_CONNECTIONS", "LOCK_TIMEOUT_MS", "RETRY_SECONDS",
     "AsyncPostgres", "DirectUnavailable",
-    "close", "connections_per_loop", "enabled", "fenced_write", "sql",
+    "close", "connections_per_loop", "enabled", "fenced_write", "read", "sql",
 ]
 
 logger = logging.getLogger("deuz.stores")
@@ -66,8 +67,9 @@ class DirectUnavailable(Exception):
     """The write cannot go direct now (not SQLite, or the database is busy): take the ORM's path."""
 
 
+@functools.cache
 def sql(statement: str) -> str:
-    """An ORM-style statement (``%s`` placeholders) for sqlite3 (``?``)."""
+    """An ORM-style statement (``%s`` placeholders) for sqlite3 (``?``); the few statements of the store, cached."""
     return statement.replace("%s", "?")
 
 
@@ -102,7 +104,33 @@ def _connection() -> sqlite3.Connection:
     for hook in CONNECT_HOOKS:
         hook(connection)
     _local.connection, _local.name = connection, name
+    _close_with_the_loop(connection)
     return connection
+
+
+def _close_with_the_loop(connection: sqlite3.Connection) -> None:
+    """Close ``connection`` when the event loop running now shuts down its async generators (as ``asyncio.run``
+    and asgiref do at their end, on this thread), as a loop's PostgreSQL connections close: a connection opened
+    by a loop that has ended holds no file handle on."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return  # no loop: the connection lives with its thread
+    closer = _closing_sqlite(connection)
+    try:
+        closer.__anext__().send(None)  # registers the generator with the loop, and runs it to its yield
+    except StopIteration:
+        pass
+    _local.closer = closer  # the loop holds its generators weakly
+
+
+async def _closing_sqlite(connection: sqlite3.Connection) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        if getattr(_local, "connection", None) is connection:
+            _local.connection = None
+        connection.close()
 
 
 def fenced_write(write: Callable[[sqlite3.Cursor], T]) -> T:
@@ -124,6 +152,25 @@ def fenced_write(write: Callable[[sqlite3.Cursor], T]) -> T:
                 connection.rollback()
             raise
         return result
+    finally:
+        cursor.close()
+
+
+def read(query: Callable[[sqlite3.Cursor], T]) -> T:
+    """Run ``query`` in one read transaction (one snapshot of the database) on this thread's own connection;
+    raises DirectUnavailable (nothing read: the caller reads through the ORM's thread) when it cannot now. In WAL
+    mode a reader waits for nobody, so a resume's load need not hop to a thread and back."""
+    connection = _connection()
+    cursor = connection.cursor()
+    try:
+        try:
+            cursor.execute("BEGIN")
+            return query(cursor)
+        except sqlite3.OperationalError as exc:  # busy for a moment, say: the ORM's path answers (or raises) instead
+            raise DirectUnavailable(str(exc)) from exc
+        finally:
+            if connection.in_transaction:
+                connection.rollback()
     finally:
         cursor.close()
 

@@ -153,6 +153,58 @@ def test_a_save_rolled_back_after_its_hook_flushed_the_journal_leaves_no_gap(run
 
 
 @sqlite_only
+def test_a_fenced_views_async_load_reads_on_the_event_loops_own_connection(run_r1, direct_statements):
+    DatabaseSessionStore().save(checkpoint(step=1, messages=history(4)))
+    leg, store = leg_store()
+
+    async def load():
+        loaded = await store.aload("r1")
+        await finish(store)
+        return loaded
+
+    loaded = asyncio.run(load())
+    assert loaded["messages"] == history(4) and loaded["step_index"] == 1
+    assert any(statement.startswith('SELECT') and '"runs_checkpoint"' in statement for statement in direct_statements)
+
+
+@sqlite_only
+def test_a_fenced_views_load_of_a_run_without_checkpoints_learns_its_key_through_the_orm(run_r1, direct_statements):
+    # The loop's thread may not use the ORM, and a first save needs the run's key: the load goes to the ORM's
+    # thread for it, and the first save after it is direct.
+    leg, store = leg_store()
+
+    async def load_then_save():
+        assert await store.aload("r1") is None
+        await store.save(checkpoint(step=0, messages=history(2)))
+        await finish(store)
+
+    asyncio.run(load_then_save())
+    assert any('INSERT INTO "runs_checkpoint"' in statement for statement in direct_statements)
+    assert DatabaseSessionStore().load("r1")["messages"] == history(2)
+
+
+@sqlite_only
+def test_the_loops_own_sqlite_connection_closes_when_its_loop_ends(run_r1):
+    from django.db import connections
+
+    from tests.runs.test_follow_resources import database_handles
+
+    connection.close()
+    direct.close()
+    before = database_handles()
+    leg, store = leg_store()
+
+    async def save_twice():
+        await store.save(checkpoint(step=0, messages=history(2)))
+        await store.save(checkpoint(step=1, messages=history(4)))  # direct: the loop's thread opens its connection
+        await sync_to_async(connections.close_all)()  # the ORM's thread's, which the first save opened
+        return database_handles()
+
+    during = asyncio.run(save_twice())
+    assert during > before and database_handles() == before
+
+
+@sqlite_only
 def test_a_busy_database_hands_the_save_to_the_orms_path(run_r1, direct_statements):
     import sqlite3
     import threading
