@@ -100,3 +100,10 @@ def test_few_dead_rows_are_no_warning():
 def test_the_results_file_records_the_dead_rows_found(bench_output):
     _, results = bench_output
     assert "dead_rows_at_start" in results["databases"][0]
+
+
+def test_the_machines_speed_is_probed_at_the_start_and_the_end(bench_output):
+    printed, results = bench_output
+    start, end = results["machine"]["cpu_probe_ms"]
+    assert start > 0 and end > 0
+    assert f"took {start:.0f} ms at the start and {end:.0f} ms at the end" in printed

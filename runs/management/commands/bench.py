@@ -65,6 +65,9 @@ class Command(BaseCommand):
             raise CommandError("--repeats must be at least 1.")
         redis = settings.REDIS_URL if redis is None else redis
         sizes = self._sizes(quick, options)
+        from bench.machine import cpu_probe_ms, probe_line
+
+        probe_at_start = None if child_output else cpu_probe_ms()
         if child_output:
             fleet = sizes if with_fleet else None
         else:
@@ -91,7 +94,8 @@ class Command(BaseCommand):
             + "".join(" --database URL" for _ in database) + (" --redis URL" if fleet else "")
             + (f" --parts {parts}" if parts != "all" else ""),
             "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg()), "python": platform.python_version()},
+            "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg()), "python": platform.python_version(),
+                        "cpu_probe_ms": [probe_at_start, cpu_probe_ms()]},
             "steps": steps,
             "repeats": repeats,
             "databases": databases,
@@ -101,6 +105,7 @@ class Command(BaseCommand):
         self.stdout.write("\n".join((table(results) if parts != "fleet" else []) + fleet_table(results)))
         for data in databases:
             self.stdout.write(f"\n{data['label']}: " + "; ".join(data["side"]))
+        self.stdout.write("\n" + probe_line(*results["machine"]["cpu_probe_ms"]))
         Path(output).write_text(json.dumps(results, indent=2) + "\n")
         self.stdout.write(f"\nWrote {output}.")
         if failed:
