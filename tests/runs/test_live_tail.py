@@ -111,18 +111,22 @@ def test_parts_over_the_size_limit_are_left_to_the_journal(running, monkeypatch)
 
 @pytest.fixture
 def journal_reads(monkeypatch):
-    """The followers' reads of the database: ``("page", after)`` for a page of the journal, ``("state",)`` for
-    where the run stands."""
+    """The followers' reads of the database, each once it has returned: ``("page", after)`` for a page of the
+    journal, ``("state",)`` for where the run stands."""
     calls = []
     read_page, follow_state = runs.followers._read_page, runs.followers._follow_state
 
+    # Counted once the read has returned, so a scenario that waits for a count knows the read is over (a part
+    # appended while the follower's first page is still being read would be in that page, not a gap).
     def counted_page(run_id, after):
+        page = read_page(run_id, after)
         calls.append(("page", after))
-        return read_page(run_id, after)
+        return page
 
     def counted_state(run_id):
+        state = follow_state(run_id)
         calls.append(("state",))
-        return follow_state(run_id)
+        return state
 
     monkeypatch.setattr(runs.followers, "_read_page", counted_page)
     monkeypatch.setattr(runs.followers, "_follow_state", counted_state)
