@@ -47,7 +47,7 @@ async def _act(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
 def approval_agent(*, leg: LegContext | None = None) -> AgentDefinition:
     """One gated tool call, then a short answer: the verdict's leg runs the tool and answers."""
     return AgentDefinition(
-        name="bench-approval", max_steps=3, model=ScriptedModel([_approval_policy] * 3, model_id="bench-approval"),
+        name="bench-approval", max_steps=3, model=ScriptedModel([_approval_policy] * 3, model_id="bench-approval", record=False),
         tools={"act": tool(execute=_act, description="Do it, once a reviewer agrees.", needs_approval=True)},
     )
 
@@ -108,7 +108,7 @@ class PacedModel(ScriptedModel):
         self.lead_ms = lead_ms
 
     async def stream(self, request: Any) -> AsyncIterator[dict[str, Any]]:
-        if self.lead_ms and not self.requests:
+        if self.lead_ms and not self.calls:
             await asyncio.sleep(self.lead_ms / 1000)
         async for part in super().stream(request):
             yield part

@@ -131,18 +131,28 @@ class Leg(models.Model):
         return f"{self.run.run_id} leg {self.number} (epoch {self.owner_epoch})"
 
 
+#: Every index a table has is one more page each save writes (and fsyncs, on SQLite with synchronous FULL).
+#: So the history's tables have one index each, led by the run (its foreign key's lookups and a run's delete
+#: use it) then the session key (a load's); the links inside a history (a message's parent, a checkpoint's
+#: head) are neither indexed nor constrained: only the session store writes them, each in the same
+#: transaction as what it points to, and a run's messages and checkpoints are deleted together with it
+#: (issue 8: 10.5 pages a save became 6).
+_HISTORY_LINK = {"on_delete": models.DO_NOTHING, "db_constraint": False, "db_index": False, "related_name": "+"}
+
+
 class RunMessage(models.Model):
     """One message of a history, stored once. Histories are chains: each message points at the one before,
     so a checkpoint writes only its new messages and still loads its full history."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
-    session_key = models.CharField(max_length=400, db_index=True)
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages", db_index=False)
+    session_key = models.CharField(max_length=400)
+    parent = models.ForeignKey("self", null=True, blank=True, **_HISTORY_LINK)
     position = models.PositiveIntegerField()
     data = models.BinaryField(help_text="Codec JSON of the message, sealed when encryption keys are set.")
 
     class Meta:
-        ordering = ["session_key", "position", "id"]
+        ordering = ["run", "session_key", "position", "id"]
+        indexes = [models.Index(fields=["run", "session_key"], name="message_history")]
 
     def __str__(self) -> str:
         return f"{self.session_key} message {self.position}"
@@ -151,13 +161,13 @@ class RunMessage(models.Model):
 class Checkpoint(models.Model):
     """Every AgentCheckpoint a run saved (time travel); the latest per session key is what resume loads."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints", db_index=False)
     session_key = models.CharField(max_length=400, help_text="The runtime's run id: the run's, or a sub-agent's.")
     step_index = models.IntegerField()
     status = models.CharField(max_length=20)
     usage = models.JSONField(default=_empty_usage)
     agent_path = models.JSONField(default=list, blank=True)
-    head = models.ForeignKey(RunMessage, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    head = models.ForeignKey(RunMessage, null=True, blank=True, **_HISTORY_LINK)
     message_count = models.PositiveIntegerField()
     # Codec JSON of the pending approvals (they carry tool inputs), sealed like messages.
     pending_approvals = models.BinaryField(null=True, blank=True)
@@ -167,7 +177,7 @@ class Checkpoint(models.Model):
 
     class Meta:
         ordering = ["run", "id"]
-        indexes = [models.Index(fields=["session_key", "-id"], name="checkpoint_latest")]
+        indexes = [models.Index(fields=["run", "session_key", "-id"], name="checkpoint_latest")]
 
     def __str__(self) -> str:
         return f"{self.session_key}#{self.step_index} ({self.status})"

@@ -1,5 +1,6 @@
 """Long-lived processes freeze what start-up loaded, so the garbage collector's full collections (which stop
-the event loop) walk only what came after (deuz_project.heap)."""
+the event loop) walk only what came after (deuz_project.heap); a worker opens its database pool at start-up
+(deuz_project.startup)."""
 
 from __future__ import annotations
 
@@ -33,3 +34,23 @@ def test_a_worker_freezes_its_start_up_before_it_claims(run_python):
     assert result.returncode == 0, result.stderr
     frozen = int(result.stdout.split("claiming with ")[1].split()[0])
     assert frozen > 10_000
+
+
+WORKER_POOL = """
+import django
+django.setup()
+from django.core.management import call_command
+from django.db import connection
+import runs.management.commands.worker as worker
+worker.run_worker = lambda **options: print("pool closed:", connection.pool.closed, "connections:",
+                                           connection.pool.get_stats().get("pool_size", 0))
+call_command("worker", concurrency=1)
+"""
+
+
+def test_a_worker_opens_its_database_pool_before_it_claims_without_connecting(run_python):
+    # No server is asked: the pool has no minimum, so opening it starts its threads and opens no connection.
+    result = run_python(WORKER_POOL, DJANGO_SETTINGS_MODULE="deuz_project.settings",
+                        DATABASE_URL="postgres://nobody@127.0.0.1:9/no-such-database")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "pool closed: False connections: 0"

@@ -84,7 +84,9 @@ def _scripted(policy, steps: int) -> Any:
             include_usage=settings.DEUZ_OPENAI_STREAM_USAGE,
             **options,
         )
-    return ScriptedModel([policy] * (steps + 1), model_id="deuz-demo-scripted", delay_ms=settings.DEUZ_DEMO_DELAY_MS)
+    # record=False: a leg keeps no deep copy of every request it sent (nothing reads them back).
+    return ScriptedModel([policy] * (steps + 1), model_id="deuz-demo-scripted", delay_ms=settings.DEUZ_DEMO_DELAY_MS,
+                         record=False)
 
 
 # --------------------------------------------------------------- reimbursement

@@ -491,8 +491,9 @@ class DatabaseSessionStore:
     @transaction.atomic
     def delete_sync(self, run_id: str) -> None:
         self._heads.pop(run_id, None)
-        Checkpoint.objects.filter(session_key=run_id).delete()
-        RunMessage.objects.filter(session_key=run_id).delete()
+        of_key = {"run__run_id": root_run_id(run_id), "session_key": run_id}  # the tables' one index each
+        Checkpoint.objects.filter(**of_key).delete()
+        RunMessage.objects.filter(**of_key).delete()
 
     # ------------------------------------------------------------------- reads
 
@@ -618,7 +619,7 @@ def _known_prefix(known: _Head, messages: list[dict[str, Any]]) -> tuple[int | N
 def _stored_head(key: str) -> _Head | None:
     """The latest checkpoint's head under ``key``, read from the database (one query)."""
     row = (
-        Checkpoint.objects.filter(session_key=key).order_by("-id")
+        Checkpoint.objects.filter(run__run_id=root_run_id(key), session_key=key).order_by("-id")
         .values_list("head_id", "message_count", "status", "head__data").first()
     )
     if row is None:
@@ -636,14 +637,15 @@ def _chain_rows(key: str, head_id: int | None, cursor: Any = None) -> list[tuple
     if cursor is not None or connection.vendor == "sqlite":
         # A range of row ids read in order beats an index lookup per row; '+' keeps SQLite off the key's index.
         sql = (f"SELECT id, parent_id, data FROM {table} WHERE id BETWEEN "
-               f"(SELECT min(id) FROM {table} WHERE session_key = %s) AND %s AND +session_key = %s")
-        params = [key, head_id, key]
+               f"(SELECT min(id) FROM {table} WHERE run_id = {_RUN_PK} AND session_key = %s) AND %s "
+               "AND +session_key = %s")
+        params = [root_run_id(key), key, head_id, key]
     else:
         # The key's index alone, the bound checked row by row: '+ 0' keeps the planner from ANDing in a range scan
         # of the primary key, which it did on statistics left by deleted runs (50,000 ids read for 400 rows,
         # 2.7 of a resume's 12 ms; issue 8).
-        sql = f"SELECT id, parent_id, data FROM {table} WHERE session_key = %s AND id + 0 <= %s"
-        params = [key, head_id]
+        sql = f"SELECT id, parent_id, data FROM {table} WHERE run_id = {_RUN_PK} AND session_key = %s AND id + 0 <= %s"
+        params = [root_run_id(key), key, head_id]
     rows = {row[0]: row for row in _fetch(cursor, sql, params, many=True)}
     chain = []
     current: int | None = head_id
@@ -654,6 +656,9 @@ def _chain_rows(key: str, head_id: int | None, cursor: Any = None) -> list[tuple
     chain.reverse()
     return chain
 
+
+#: The run's primary key from its run id (a session key's root), as the history tables' indexes are led by it.
+_RUN_PK = f"(SELECT id FROM {Run._meta.db_table} WHERE run_id = %s)"
 
 _LATEST_COLUMNS = (
     "id", "run_id", "session_key", "step_index", "status", "usage", "agent_path", "head_id", "message_count",
@@ -675,8 +680,8 @@ def _latest_row(key: str, cursor: Any = None) -> Checkpoint | None:
     """The latest checkpoint row under ``key`` (one plain query; a resume runs it in a cold process)."""
     quote = connection.ops.quote_name
     sql = (f"SELECT {', '.join(quote(column) for column in _LATEST_COLUMNS)} FROM {quote(Checkpoint._meta.db_table)} "
-           "WHERE session_key = %s ORDER BY id DESC LIMIT 1")
-    found = _fetch(cursor, sql, [key], many=False)
+           f"WHERE run_id = {_RUN_PK} AND session_key = %s ORDER BY id DESC LIMIT 1")
+    found = _fetch(cursor, sql, [root_run_id(key), key], many=False)
     if found is None:
         return None
     values = dict(zip(_LATEST_COLUMNS, found))

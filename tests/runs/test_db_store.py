@@ -283,3 +283,28 @@ def test_after_its_own_save_a_fenced_view_loads_what_it_saved(committed_run):
     view.load("r1")
     view.save(checkpoint(step=1, messages=history(4)))
     assert view.load("r1")["messages"] == history(4)
+
+
+def test_deleting_a_run_deletes_its_whole_history_and_no_other(owned_run):
+    # A history's inner links (a message's parent, a checkpoint's head) carry no constraint: the run's own do.
+    other = make_run("r2", owner_epoch=1)
+    for run_id, epoch in (("r1", 3), ("r2", 1)):
+        store = DatabaseSessionStore().fenced(run_id, epoch)
+        for step in range(3):
+            store.save(checkpoint(step=step, messages=history(2 * step + 2), run_id=run_id))
+    owned_run.delete()
+    assert (Checkpoint.objects.count(), RunMessage.objects.count()) == (3, 6)
+    assert DatabaseSessionStore().load("r2")["messages"] == history(6)
+    assert not Checkpoint.objects.exclude(run=other).exists()
+
+
+def test_a_history_table_keeps_one_index_besides_its_key():
+    # Every index is one more page each save writes, and fsyncs on SQLite with synchronous FULL (issue 8).
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for model in (RunMessage, Checkpoint):
+            constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
+            indexes = sorted(name for name, about in constraints.items() if about["index"] and not about["primary_key"])
+            assert len(indexes) == 1, (model.__name__, indexes)
+            assert constraints[indexes[0]]["columns"][:2] == ["run_id", "session_key"]

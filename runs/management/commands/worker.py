@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from deuz_project.heap import heap_freeze_startup
+from deuz_project.startup import worker_process_startup
 from runs.worker import run_worker, worker_id_default
 
 
@@ -21,6 +21,6 @@ class Command(BaseCommand):
             raise CommandError("--concurrency must be at least 1.")
         if poll <= 0:
             raise CommandError("--poll must be a positive number of seconds.")
-        heap_freeze_startup()  # the checks before handle() imported every agent (deuz_project.heap)
+        worker_process_startup()  # pools opened; the checks before handle() imported every agent (heap frozen)
         self.stdout.write(f"Worker {worker_id or worker_id_default()} claiming runs (concurrency {concurrency}).")
         run_worker(concurrency=concurrency, worker_id=worker_id, poll_seconds=poll)
