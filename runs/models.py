@@ -151,7 +151,7 @@ class RunMessage(models.Model):
     data = models.BinaryField(help_text="Codec JSON of the message, sealed when encryption keys are set.")
 
     class Meta:
-        ordering = ["run", "session_key", "position", "id"]
+        ordering = ["run_id", "session_key", "position", "id"]  # the column: "run" would order by Run's ordering
         indexes = [models.Index(fields=["run", "session_key"], name="message_history")]
 
     def __str__(self) -> str:
@@ -176,7 +176,7 @@ class Checkpoint(models.Model):
     recorded_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["run", "id"]
+        ordering = ["run_id", "id"]
         indexes = [models.Index(fields=["run", "session_key", "-id"], name="checkpoint_latest")]
 
     def __str__(self) -> str:

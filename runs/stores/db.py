@@ -34,6 +34,7 @@ from runs.errors import StaleOwnerError
 from runs.fencing import OwnerFence, adapt_run_field
 from runs.models import Checkpoint, JournalEntry, Run, RunMessage
 from runs.runtime.codec import decode_value, encode_value
+from runs.runtime.errors import CheckpointCorruptError
 from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
 from runs.runtime.types import AgentCheckpoint
 from runs.sealing import seal, unseal
@@ -650,7 +651,9 @@ def _chain_rows(key: str, head_id: int | None, cursor: Any = None) -> list[tuple
     chain = []
     current: int | None = head_id
     while current is not None:
-        row = rows[current]
+        row = rows.get(current)
+        if row is None:  # the links carry no constraint (runs.models): a broken one is said, never a short history
+            raise CheckpointCorruptError(f"The history of {key!r} is broken: its message {current} is missing.")
         chain.append(row)
         current = row[1]
     chain.reverse()

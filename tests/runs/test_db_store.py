@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 from cryptography.fernet import Fernet
+from django.db import connection
 
 from runs.errors import SealedDataError, StaleOwnerError
+from runs.runtime.errors import CheckpointCorruptError
 from runs.models import Checkpoint, Run, RunMessage
 from runs.services import run_checkpoint_mirror
 from runs.stores.db import DatabaseSessionStore
@@ -300,11 +302,37 @@ def test_deleting_a_run_deletes_its_whole_history_and_no_other(owned_run):
 
 def test_a_history_table_keeps_one_index_besides_its_key():
     # Every index is one more page each save writes, and fsyncs on SQLite with synchronous FULL (issue 8).
-    from django.db import connection
-
     with connection.cursor() as cursor:
         for model in (RunMessage, Checkpoint):
             constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
             indexes = sorted(name for name, about in constraints.items() if about["index"] and not about["primary_key"])
             assert len(indexes) == 1, (model.__name__, indexes)
             assert constraints[indexes[0]]["columns"][:2] == ["run_id", "session_key"]
+
+
+def test_a_history_with_a_missing_message_is_a_clear_error_not_a_short_history(owned_run):
+    DatabaseSessionStore().fenced("r1", 3).save(checkpoint(messages=history(4)))
+    RunMessage.objects.filter(position=1).delete()  # nothing in Deuz does this: the links have no constraint
+    with pytest.raises(CheckpointCorruptError, match="is broken"):
+        DatabaseSessionStore().load("r1")
+
+
+@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="SQLite's query plans; PostgreSQL plans by statistics")
+def test_a_load_reads_through_the_history_indexes(owned_run):
+    from django.test.utils import CaptureQueriesContext
+
+    store = DatabaseSessionStore().fenced("r1", 3)
+    store.save(checkpoint(step=0, messages=history(4)))
+    store.save(checkpoint("r1::coder#t1", messages=history(3), agent_path=["coder"]))
+    with CaptureQueriesContext(connection) as captured:
+        DatabaseSessionStore().load("r1::coder#t1")
+        DatabaseSessionStore().fenced("r1", 3).save(checkpoint(step=1, messages=history(6)))  # reads the head
+    plans = []
+    with connection.cursor() as cursor:
+        for query in captured.captured_queries:
+            if query["sql"].lstrip().upper().startswith("SELECT"):
+                cursor.execute(f"EXPLAIN QUERY PLAN {query['sql']}")
+                plans.append(" ".join(row[-1] for row in cursor.fetchall()))
+    history_plans = [plan for plan in plans if "runs_runmessage" in plan or "runs_checkpoint" in plan]
+    assert len(history_plans) >= 3, plans
+    assert not [plan for plan in history_plans if "SCAN runs_" in plan], history_plans

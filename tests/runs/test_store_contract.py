@@ -129,6 +129,13 @@ def test_delete_removes_a_run(store):
     assert store.load("a") is None
 
 
+def test_deleting_a_sub_agents_key_leaves_its_parent(store):
+    store.save(checkpoint("root", messages=history(2)))
+    store.save(checkpoint("root::coder#t1", messages=history(3), agent_path=["coder"]))
+    store.delete("root::coder#t1")
+    assert (store.load("root::coder#t1"), store.load("root")["messages"]) == (None, history(2))
+
+
 def test_async_callers_get_awaitables(store):
     async def roundtrip():
         result = store.save(checkpoint("async-run", messages=history(3)))
