@@ -25,7 +25,7 @@ from runs.models import Leg, Run
 from runs.notify import runs_notify
 from runs.retries import RetryPlan
 from runs.runtime.codec import encode_value
-from runs.runtime.stores import SavedCheckpoint
+from runs.runtime.stores import SavedCheckpoint, is_sub_agent_key
 from runs.runtime.types import AgentCheckpoint
 from runs.signals import run_cancelled, run_status_changed_on_commit
 from runs.stop_switch import EFFECTS_STOPPED_FINISH, effects_stop_reason
@@ -166,7 +166,7 @@ def run_checkpoint_mirror(saved: SavedCheckpoint) -> None:
 def run_checkpoint_mirror_changes(checkpoint: AgentCheckpoint) -> dict[str, Any]:
     """The run fields a checkpoint mirrors (none for a sub-agent's); a store that folds them into its fence's
     UPDATE (DatabaseSessionStore's ``run_changes``) saves the mirror a statement of its own."""
-    if "::" in checkpoint["run_id"]:
+    if is_sub_agent_key(checkpoint["run_id"]):
         return {}
     return {"step_index": checkpoint["step_index"], "usage": dict(checkpoint["usage"]), "retry_attempt": 0,
             "retry_at": None}

@@ -23,6 +23,8 @@ __all__ = [
     "SavedCheckpoint",
     "SessionStore",
     "create_in_memory_session_store",
+    "is_descendant_key",
+    "is_sub_agent_key",
     "resolve",
     "root_run_id",
 ]
@@ -40,8 +42,26 @@ class SessionStore(Protocol):
 
 
 def root_run_id(session_key: str) -> str:
-    """The run a (possibly sub-agent) session key belongs to: the part before the first ``::``."""
-    return session_key.split("::", 1)[0]
+    """The run a (possibly sub-agent) session key belongs to. A sub-agent's key is its parent's, ``::``, then
+    ``agent_name#tool_call_id`` (subagents.child_run_id), so the root is the key up to the first later segment
+    holding a ``#``: a root run id may hold ``::`` itself (``team::nightly``), as long as no segment after its
+    first holds a ``#`` (the service's run ids hold none at all)."""
+    segments = session_key.split("::")
+    for index in range(1, len(segments)):
+        if "#" in segments[index]:
+            return "::".join(segments[:index])
+    return session_key
+
+
+def is_sub_agent_key(session_key: str) -> bool:
+    """Whether ``session_key`` is a sub-agent's (a root run's key is its run id)."""
+    return root_run_id(session_key) != session_key
+
+
+def is_descendant_key(session_key: str, of: str) -> bool:
+    """Whether ``session_key`` is a sub-agent's below the key ``of`` (a child's, a grandchild's, ...)."""
+    prefix = f"{of}::"
+    return session_key.startswith(prefix) and "#" in session_key[len(prefix):].split("::", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -55,7 +75,7 @@ class SavedCheckpoint:
 
     @property
     def is_root(self) -> bool:
-        return "::" not in self.checkpoint["run_id"]
+        return not is_sub_agent_key(self.checkpoint["run_id"])
 
 
 #: Runs inside a save's transaction, after the checkpoint is written; raising undoes the save.
@@ -133,7 +153,7 @@ class InMemorySessionStore:
 
     def checkpoint_list(self, run_id: str, *, include_sub_agents: bool = False) -> list[AgentCheckpoint]:
         def wanted(key: str) -> bool:
-            return key == run_id or (include_sub_agents and key.startswith(f"{run_id}::"))
+            return key == run_id or (include_sub_agents and is_descendant_key(key, run_id))
 
         return [dict(checkpoint) for checkpoint in self._log if wanted(checkpoint["run_id"])]  # type: ignore[misc]
 

@@ -117,3 +117,21 @@ def test_a_cancelled_runs_request_cannot_be_decided(suspended):
     run_cancel(run_id="r1")
     with pytest.raises(ApprovalNotDecidable):
         decide(suspended)
+
+
+def test_a_run_id_holding_double_colons_runs_to_its_end_with_its_sub_agent(drain_runs):
+    # '::' also joins a sub-agent's key to its parent's, and a run id may hold it (1-200 of [A-Za-z0-9._:-]).
+    run_start(agent="coder", messages=[{"role": "user", "content": "Fix the failing test"}], run_id="team::nightly")
+    drain_runs()
+    for _ in range(5):
+        pending = ApprovalRequest.objects.filter(run__run_id="team::nightly", status=ApprovalRequest.Status.PENDING)
+        if not pending:
+            break
+        for request in pending:
+            decide(request)
+        drain_runs()
+    run = Run.objects.get(run_id="team::nightly")
+    keys = set(Checkpoint.objects.filter(run=run).values_list("session_key", flat=True))
+    assert (run.status, run.error) == (Run.Status.COMPLETED, "")
+    assert run.step_index >= 1  # the root's checkpoints moved the run's mirror: they were not taken for a child's
+    assert "team::nightly" in keys and any(key.startswith("team::nightly::coder#") for key in keys)

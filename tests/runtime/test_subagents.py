@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from runs.runtime import agent_tool, generate_text, tool
 from runs.runtime.durable import (
     APPROVAL_TOKEN_DENIAL_REASON,
@@ -14,6 +16,7 @@ from runs.runtime.durable import (
     create_in_memory_session_store,
     resume_from_checkpoint,
 )
+from runs.runtime.stores import is_descendant_key, is_sub_agent_key, root_run_id
 from runs.runtime.testing import ScriptedModel
 from tests.runtime.scripting import Counter, call, calls, counting_tool, says, user
 
@@ -171,3 +174,25 @@ async def test_a_childs_request_never_settles_a_parent_call_with_the_same_id():
         approval_responses=[{"approval_id": first.pending_approvals[0]["approval_id"], "approved": False}],
     )
     assert result.messages[2]["content"][0]["output"] == "gave up"
+
+
+@pytest.mark.parametrize(("key", "root"), [
+    ("r1", "r1"),
+    ("r1::coder#c1", "r1"),
+    ("r1::coder#c1::tester#c2", "r1"),
+    ("team::nightly", "team::nightly"),  # a run id may hold '::' (1-200 of [A-Za-z0-9._:-])
+    ("team::nightly::coder#c1::tester#c2", "team::nightly"),
+    ("job#5::coder#c1", "job#5"),  # a runtime user's run id may hold '#'
+])
+def test_a_keys_root_run_is_its_key_up_to_the_first_sub_agent_segment(key, root):
+    assert (root_run_id(key), is_sub_agent_key(key)) == (root, key != root)
+
+
+def test_a_run_whose_id_extends_another_is_not_its_sub_agent():
+    store = create_in_memory_session_store()
+    for key in ("team", "team::nightly", "team::coder#c1", "team::coder#c1::tester#c2"):
+        store.save({"version": 1, "run_id": key, "step_id": f"{key}#0", "step_index": 0, "status": "running",
+                    "messages": [user("go")], "usage": {"input_tokens": 0, "output_tokens": 0}, "created_at": 0})
+    listed = [checkpoint["run_id"] for checkpoint in store.checkpoint_list("team", include_sub_agents=True)]
+    assert listed == ["team", "team::coder#c1", "team::coder#c1::tester#c2"]
+    assert is_descendant_key("team::coder#c1::tester#c2", "team::coder#c1")
