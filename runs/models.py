@@ -136,7 +136,7 @@ class Leg(models.Model):
 #: use it) then the session key (a load's); the links inside a history (a message's parent, a checkpoint's
 #: head) are neither indexed nor constrained: only the session store writes them, each in the same
 #: transaction as what it points to, and a run's messages and checkpoints are deleted together with it
-#: (issue 8: 10.5 pages a save became 6).
+#: (issue 8: 10.5 pages a save became 6.5, counted in SQLite's WAL).
 _HISTORY_LINK = {"on_delete": models.DO_NOTHING, "db_constraint": False, "db_index": False, "related_name": "+"}
 
 

@@ -642,7 +642,7 @@ def _chain_rows(key: str, head_id: int | None, cursor: Any = None) -> list[tuple
                "AND +session_key = %s")
         params = [root_run_id(key), key, head_id, key]
     else:
-        # The key's index alone, the bound checked row by row: '+ 0' keeps the planner from ANDing in a range scan
+        # The (run, key) index alone, the bound checked row by row: '+ 0' keeps the planner from ANDing in a range scan
         # of the primary key, which it did on statistics left by deleted runs (50,000 ids read for 400 rows,
         # 2.7 of a resume's 12 ms; issue 8).
         sql = f"SELECT id, parent_id, data FROM {table} WHERE run_id = {_RUN_PK} AND session_key = %s AND id + 0 <= %s"
