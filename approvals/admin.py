@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
-from approvals.access import approval_is_decidable_by
+from approvals.roles import approval_is_decidable_by
 from approvals.errors import ApprovalError
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_state
@@ -20,7 +20,7 @@ from approvals.services import approval_decide
 from runs.admin import ReadOnlyAdmin, token_preview
 from runs.errors import SealedDataError
 from runs.presenters.timeline import verdict_label
-from runs.templatetags.deuz_pages import agent_path, json_compact, json_highlight
+from runs.pages.tags import agent_path, json_compact, json_highlight
 
 ADMIN_REASON = "Decided in the admin"
 NOT_ALLOWED = "You do not have permission to decide approval requests."

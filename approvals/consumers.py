@@ -19,10 +19,10 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from approvals.access import approval_is_decidable_by
-from approvals.live import APPROVALS_GROUP
+from approvals.roles import approval_is_decidable_by
+from approvals.signals import APPROVALS_GROUP
 from runs.access import VIEW_EVERY_RUN, run_is_readable_by
-from runs.live import RUNS_GROUP, run_live_group
+from runs.wire.live import RUNS_GROUP, run_live_group
 from runs.models import Run
 
 __all__ = ["LivePagesConsumer"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from runs.sealing import seal_value, unseal_value
+from runs.secrets.sealing import seal_value, unseal_value
 
 __all__ = ["ApprovalRequest"]
 

@@ -15,15 +15,15 @@ from django.contrib.auth.models import AbstractUser, Group, Permission
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.access import REVIEWERS_GROUP, ROLE_PERMISSIONS, SUPPORT_GROUP
+from approvals.roles import REVIEWERS_GROUP, ROLE_PERMISSIONS, SUPPORT_GROUP
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
-from approvals.live import approvals_changed_on_commit
+from approvals.signals import approvals_changed_on_commit
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_state, approval_suspension_is_settled
 from approvals.signing import approval_signer
 from runs.models import Checkpoint, Run
 from runs.runtime.stores import SavedCheckpoint
-from runs.services import run_queue_after_verdicts
+from runs.services.lifecycle import run_queue_after_verdicts
 
 __all__ = [
     "DEMO_ROLES",

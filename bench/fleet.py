@@ -27,7 +27,7 @@ import websockets
 from django.db import connection
 from httpx_sse import aconnect_sse
 
-from runs.database_url import database_url
+from deuz_project.database_url import database_url
 
 __all__ = ["Fleet", "Follower", "ProcessStats", "api_users", "closing"]
 

@@ -18,7 +18,7 @@ from django.db import connection
 
 from bench import motion, tail, throughput
 from bench.fleet import BENCH_ENV, BENCH_SETTINGS, Fleet
-from runs.database_url import database_url
+from deuz_project.database_url import database_url
 
 __all__ = ["FULL", "QUICK", "Sizes", "measure"]
 

@@ -1,7 +1,7 @@
 """Durable overhead per step as the worker runs a leg: journal on, streamed text, lease kept, leg closed.
 
 A run of the bench agent is started and claimed as a worker does, then its whole leg runs through
-``runs.legs.leg_execute``; the baseline streams the same script with no store and no journal. Overhead =
+``runs.execution.legs.leg_execute``; the baseline streams the same script with no store and no journal. Overhead =
 (leg - baseline) / steps. Bars (issue 8): 1.5 ms on SQLite, 2.0 ms on PostgreSQL.
 """
 
@@ -44,7 +44,7 @@ def measure(*, steps: int = 200, repeats: int = 5, synchronous: str | None = Non
 
 
 def _start_and_claim() -> Any:
-    from runs.services import run_claim, run_start
+    from runs.services.lifecycle import run_claim, run_start
 
     run = run_start(agent="bench", messages=list(MESSAGES))
     (claim,) = run_claim(worker_id="bench", run_id=run.run_id)
@@ -52,7 +52,7 @@ def _start_and_claim() -> Any:
 
 
 async def _measure(steps: int, repeats: int) -> dict[str, Any]:
-    from runs.legs import leg_execute
+    from runs.execution.legs import leg_execute
 
     legs, plain, parts = [], [], 0
     try:

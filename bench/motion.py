@@ -5,7 +5,7 @@ Runs of ``bench-approval`` (one gated tool call) are started through the API and
 verdicts. Then, one at a time, the reviewer's POST decides one; on its response a follower opens (SSE and
 WebSocket in turn) from the run's last journal seq, and the time until its first new part is the figure.
 On PostgreSQL a `manage.py worker` process is woken by LISTEN/NOTIFY; on SQLite the worker is embedded in
-daphne and woken by the process's own notification (runs.notify). The breakdown, from the database's
+daphne and woken by the process's own notification (runs.ownership.wakeups). The breakdown, from the database's
 timestamps (one clock, one machine): response to the leg's claim, claim to its first part written, written to
 received. Bar: p99 < 100 ms.
 """

@@ -22,7 +22,7 @@ from typing import Any
 from django.db import connection
 
 from bench.workload import MESSAGES, TOOL_RESULT, bench_run, durable_store, run_steps
-from runs.database_url import database_url
+from deuz_project.database_url import database_url
 from runs.models import Run
 
 __all__ = ["BARS", "LOAD_BAR_MS", "measure", "measure_load"]
@@ -73,7 +73,7 @@ def measure(*, steps: int = 200, repeats: int = 5) -> dict[str, Any]:
 
 def measure_load(*, steps: int = 1000, repeats: int = 5) -> dict[str, Any]:
     """Load a ``steps``-step history (2 messages a step) through a new store view, ``repeats`` times."""
-    from runs.stores.db import DatabaseSessionStore
+    from runs.stores.sessions import DatabaseSessionStore
 
     run = bench_run("load")
     messages: list[dict[str, Any]] = list(MESSAGES)

@@ -20,7 +20,7 @@ def _child(run_id: str) -> None:
     from django.conf import settings
 
     settings.DEBUG = False  # as a production worker runs: no query log
-    from runs import legs, worker  # noqa: F401  (what a worker process has imported before its first leg)
+    from runs.execution import legs, worker  # noqa: F401  (what a worker process has imported before its first leg)
     from runs.runtime.durable import resume_stream_from_checkpoint
     from runs.runtime.testing import ScriptedModel
     from bench.workload import durable_store, tools

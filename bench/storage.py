@@ -18,7 +18,7 @@ from runs.models import Run
 from runs.runtime import generate_text, tool
 from runs.runtime.codec import encode_value
 from runs.runtime.testing import ScriptedModel
-from runs.stores.db import DatabaseSessionStore
+from runs.stores.sessions import DatabaseSessionStore
 
 _OUTPUT = "row " * 120  # a ~500-byte tool result
 _THOUGHT = "Checking the next record before deciding. " * 4  # ~170 bytes of text per step

@@ -23,7 +23,7 @@ from django.test import override_settings
 
 from bench.agents import AGENTS
 from bench.fleet import TERMINAL, Fleet, closing, run_statuses, runs_delete, wait_until
-from runs.sealing import unseal_text
+from runs.secrets.sealing import unseal_text
 
 __all__ = ["measure_on"]
 
@@ -32,7 +32,7 @@ def measure_on(fleet: Fleet, *, runs: int, steps: int, concurrency: int, timeout
     """On a fleet whose workers are stopped (their DEUZ_BENCH_STEPS must be ``steps``): queue the runs, start
     the workers with ``concurrency`` legs each, wait, stop them, check the books."""
     from runs.models import Leg, Run
-    from runs.services import run_start
+    from runs.services.lifecycle import run_start
 
     prefix = f"bench-throughput-{os.getpid()}-{int(time.time())}-"
     run_ids = [f"{prefix}{index}" for index in range(runs)]

@@ -2,7 +2,7 @@
 
 Every figure in bench/ runs this workload, so the numbers compare with each other and with the peers' (the
 same shape LangGraph's and DBOS's figures in issue 8 were measured on). Durable runs go through the fenced
-session store exactly as a worker's leg builds it (runs.legs), save hook and all.
+session store exactly as a worker's leg builds it (runs.execution.legs), save hook and all.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def bench_run(prefix: str) -> Run:
 
 def durable_store(run_id: str, epoch: int = 1) -> Any:
     """The fenced session store exactly as a worker's leg builds it (journal flush, run mirror, approvals hook)."""
-    from runs.legs import _Leg
-    from runs.services import Claim
+    from runs.execution.legs import _Leg
+    from runs.services.lifecycle import Claim
 
     leg = _Leg(Claim(run_id, epoch, 1, "start"), fault=lambda point: None)
     return leg.session_store()

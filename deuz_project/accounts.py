@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth import views as auth_views
 from django.urls import reverse
 
-from approvals.access import approval_is_decidable_by
+from approvals.roles import approval_is_decidable_by
 from runs.access import VIEW_EVERY_RUN
 
 __all__ = ["SignInView", "home_url_for"]

@@ -15,7 +15,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import get_resolver  # noqa: E402
 
 from deuz_project.heap import heap_freeze_startup  # noqa: E402
-from runs.channels_auth import TokenOrSessionAuthMiddlewareStack  # noqa: E402
+from runs.api.socket_auth import TokenOrSessionAuthMiddlewareStack  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(

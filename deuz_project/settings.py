@@ -131,8 +131,8 @@ DEUZ_ENCRYPTION_KEYS = env_fernet_keys("DEUZ_ENCRYPTION_KEYS")
 
 # Agents runs can name: name -> dotted path of a factory returning an AgentDefinition (runs.agents).
 DEUZ_AGENTS = {
-    "reimbursement": "runs.agents.demo.reimbursement_agent",
-    "coder": "runs.agents.demo.coder_agent",
+    "reimbursement": "demo.agents.reimbursement_agent",
+    "coder": "demo.agents.coder_agent",
 }
 
 # The demo agents' model: "scripted" (no key needed), "anthropic:<model id>" or "openai:<model id>",
@@ -187,8 +187,8 @@ DEUZ_OPENAI_STREAM_USAGE = env_bool("DEUZ_OPENAI_STREAM_USAGE", default=True)
 # Where checkpoints ("sessions") and stream journals ("streams") live, same shape as CHANNEL_LAYERS: alias ->
 # BACKEND and OPTIONS. Every construction goes through runs.stores.get_store(alias).
 DEUZ_STORES = {
-    "sessions": {"BACKEND": "runs.stores.db.DatabaseSessionStore"},
-    "streams": {"BACKEND": "runs.stores.journal.DatabaseStreamStateStore"},
+    "sessions": {"BACKEND": "runs.stores.sessions.DatabaseSessionStore"},
+    "streams": {"BACKEND": "runs.stores.streams.DatabaseStreamStateStore"},
 }
 
 # Kill this process with SIGKILL at a named point (POINT[:N]) for crash tests; unset in production.
@@ -245,6 +245,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.csp",  # {{ csp_nonce }} for inline blocks
             ],
+            # The pages' template tags live with the pages (runs/pages/), not in an app's templatetags package.
+            "libraries": {"deuz_pages": "runs.pages.tags"},
         },
     },
 ]
@@ -310,18 +312,18 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # and never stored in Redis. Its messages here are wake-ups a follower can do without (it polls the journal),
 # so at-most-once delivery is what they need; the core layer's lists cost each receive two round trips,
 # one process's receives in turn, and lagged 0.3-2 s at 1,000 messages a second (issue 8, live tail). Its
-# receiver here wakes on a new subscription (runs.channel_layers), not after an idle sleep of up to 100 ms.
+# receiver here wakes on a new subscription (runs.wire.channel_layers), not after an idle sleep of up to 100 ms.
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "runs.channel_layers.RedisPubSubChannelLayer",
+            "BACKEND": "runs.wire.channel_layers.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         },
     }
 else:
-    # In-memory, and safe across the event loops of embedded workers (runs.channel_layers).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "runs.channel_layers.LoopSafeInMemoryChannelLayer"}}
+    # In-memory, and safe across the event loops of embedded workers (runs.wire.channel_layers).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "runs.wire.channel_layers.LoopSafeInMemoryChannelLayer"}}
 
 # Password rules for accounts created in the admin or with createsuperuser.
 AUTH_PASSWORD_VALIDATORS = [
@@ -366,7 +368,7 @@ REST_FRAMEWORK = {
     # JSON only, bounded: DRF's own parsers read the stream past DATA_UPLOAD_MAX_MEMORY_SIZE.
     "DEFAULT_PARSER_CLASSES": ["runs.api.parsers.BoundedJSONParser"],
     # Domain errors (no such run, a token that does not verify...) become JSON 4xx answers.
-    "EXCEPTION_HANDLER": "runs.api.exceptions.api_exception_handler",
+    "EXCEPTION_HANDLER": "runs.api.error_handler.api_exception_handler",
 }
 
 # The largest request body read into memory (1 MiB): a larger one answers 413 instead of being parsed.

@@ -9,8 +9,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from deuz_project import views
 from deuz_project.accounts import SignInView
 from runs.api.schema import SCHEMA_SETTINGS
-from runs.streaming import run_events
-from runs.views import run_live
+from runs.api.events import run_events
+from runs.pages.views import run_live
 
 # Errors answer JSON under /api/ and plain pages elsewhere (deuz_project.views).
 handler400 = "deuz_project.views.bad_request"
@@ -34,7 +34,7 @@ urlpatterns = [
     # The stream is an async view (daphne keeps it open), apart from the DRF API.
     path("api/runs/<str:run_id>/events/", run_events, name="run-events"),  # answers its own 405 (JSON)
     path("runs/<str:run_id>/live/", run_live, name="run-live"),
-    path("runs/", include("runs.urls")),
+    path("runs/", include("runs.pages.urls")),
     path("console/", include("approvals.console.urls")),
     path("api/", include("runs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(custom_settings=SCHEMA_SETTINGS), name="schema"),

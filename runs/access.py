@@ -5,7 +5,7 @@
   runs.cancel_every_run    cancel any run (granted to no group; superusers have every permission)
   runs.resolve_effect      resolve an effect that needs review (reviewers)
 
-Deciding approvals is the approvals app's permission (approvals.access). A user who may not read a run is
+Deciding approvals is the approvals app's permission (approvals.roles). A user who may not read a run is
 told it does not exist (404), so run ids cannot be probed.
 """
 

@@ -15,10 +15,10 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
-from approvals.access import approval_is_decidable_by
+from approvals.roles import approval_is_decidable_by
 from runs.access import effect_is_resolvable_by
 from runs.agents import agent_names
-from runs.effects import effect_resolve, effect_transition_list
+from runs.stores.ledger import effect_resolve, effect_transition_list
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError
 from runs.models import (
     Checkpoint,
@@ -34,9 +34,9 @@ from runs.models import (
 )
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_list_outcome
 from runs.runtime.codec import encode_value
-from runs.sealing import unseal
-from runs.services import run_cancel, run_requeue
-from runs.stop_switch import effects_release, effects_stop
+from runs.secrets.sealing import unseal
+from runs.services.lifecycle import run_cancel, run_requeue
+from runs.services.stop_switch import effects_release, effects_stop
 from runs.stores import get_store
 
 TOKEN_PREVIEW_LENGTH = 12  # hex digits of the digest
@@ -362,7 +362,7 @@ class EffectStopSwitchForm(forms.ModelForm):
 @admin.register(EffectStopSwitch)
 class EffectStopSwitchAdmin(admin.ModelAdmin):
     """The stop switches: adding one (blank agent: every agent) stops new effects; the actions stop or release
-    the selected ones. Changes go through runs.stop_switch, which queues the runs a release lets go on."""
+    the selected ones. Changes go through runs.services.stop_switch, which queues the runs a release lets go on."""
 
     list_display = ["scope", "is_on", "reason", "changed_by", "changed_at"]
     list_filter = ["is_on"]

@@ -9,7 +9,7 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         from runs import checks  # noqa: F401  (registers the system checks)
-        from runs.live import run_status_notify
+        from runs.wire.live import run_status_notify
         from runs.signals import run_status_changed
 
-        run_status_changed.connect(run_status_notify, dispatch_uid="runs.live.status")
+        run_status_changed.connect(run_status_notify, dispatch_uid="runs.wire.live.status")

@@ -55,7 +55,7 @@ def check_stores(app_configs=None, **kwargs):
 @register()
 def check_fault(app_configs=None, **kwargs):
     """runs.E003: DEUZ_FAULT, when set, names a known fault point (a typo would never fire)."""
-    from runs.faults import fault_spec_error
+    from runs.execution.fault_probe import fault_spec_error
 
     error = fault_spec_error(getattr(settings, "DEUZ_FAULT", None))
     return [Error(error, id="runs.E003")] if error else []

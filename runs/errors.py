@@ -13,7 +13,7 @@ SealedDataError (runs.runtime.CheckpointCorruptError)
 
 from __future__ import annotations
 
-from runs.runtime.errors import CheckpointCorruptError, OwnershipLostError
+from runs.runtime.exceptions import CheckpointCorruptError, OwnershipLostError
 
 __all__ = [
     "EffectNotFound",

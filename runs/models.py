@@ -57,7 +57,7 @@ class Run(models.Model):
     error = models.TextField(
         blank=True, help_text="Why the run failed, needs review, or waits for a retry (no secrets)."
     )
-    # Retries of transient model errors (runs.retries): the claim takes a queued run only once retry_at has come.
+    # Retries of transient model errors (runs.agents.retries): the claim takes a queued run only once retry_at has come.
     retry_at = models.DateTimeField(
         null=True, blank=True, help_text="When the scheduled retry of a failed model call may start."
     )
@@ -213,7 +213,7 @@ class Effect(models.Model):
     An operation is performed at most once: a committed one replays its receipt, one attempted without an
     outcome is reconciled with the outside system before anything is retried, an unknown one goes to a person,
     and a request that changed under the same id is refused. The rules are runs.runtime.effects'; this is the
-    database ledger's row (runs.effects.DatabaseEffectLedger), each of its moves an EffectTransition.
+    database ledger's row (runs.stores.ledger.DatabaseEffectLedger), each of its moves an EffectTransition.
     """
 
     class Status(models.TextChoices):
@@ -294,7 +294,7 @@ class EffectTransition(models.Model):
 
 
 class EffectStopSwitch(models.Model):
-    """A stop switch (runs.stop_switch): while on, no new effect is attempted, for every agent (blank agent) or
+    """A stop switch (runs.services.stop_switch): while on, no new effect is attempted, for every agent (blank agent) or
     one. Reads, reconciliation and suspension go on; released, the runs it suspended continue."""
 
     agent = models.CharField(max_length=100, blank=True, unique=True, help_text="Blank: every agent.")
@@ -364,6 +364,6 @@ class JournalEntry(models.Model):
         if self.is_sentinel:
             return None
         from runs.runtime.codec import decode_value
-        from runs.sealing import unseal_text
+        from runs.secrets.sealing import unseal_text
 
         return decode_value(json.loads(unseal_text(self.part)))

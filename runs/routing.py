@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from approvals.consumers import LivePagesConsumer
-from runs.consumers import NoRouteConsumer, RunStreamConsumer
+from runs.api.sockets import NoRouteConsumer, RunStreamConsumer
 
 websocket_urlpatterns = [
     path("ws/runs/<str:run_id>/", RunStreamConsumer.as_asgi()),

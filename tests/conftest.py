@@ -54,7 +54,7 @@ def drain_runs(settings):
     """Run every claimable leg in this process until none is left; returns how many legs ran."""
     from asgiref.sync import async_to_sync
 
-    from runs.worker import Worker
+    from runs.execution.worker import Worker
 
     settings.DEUZ_DEMO_DELAY_MS = 0
 

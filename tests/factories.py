@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.models import Run
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 
 __all__ = ["REIMBURSE", "make_paid_run", "make_run", "make_suspended_run", "make_user", "verdict"]
 

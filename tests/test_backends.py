@@ -75,7 +75,7 @@ async def test_an_idle_redis_receiver_is_woken_by_the_next_subscription(monkeypa
     # A web process whose last follower left has no subscription; its next follower's first notification must
     # come as it is published, not when the idle receiver next looks (made a minute here, so only the wake-up
     # can deliver it within the test's wait).
-    from runs.channel_layers import RedisPubSubChannelLayer, _PromptShardConnection
+    from runs.wire.channel_layers import RedisPubSubChannelLayer, _PromptShardConnection
 
     monkeypatch.setattr(_PromptShardConnection, "idle_seconds", 60.0)
     listening, sending = RedisPubSubChannelLayer(hosts=[REDIS_URL]), RedisPubSubChannelLayer(hosts=[REDIS_URL])

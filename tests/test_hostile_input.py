@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from approvals.models import ApprovalRequest
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

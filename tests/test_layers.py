@@ -29,8 +29,8 @@ APPROVALS_CORE = [
 ]
 #: Modules of runs that compose the layers (or run them), which the core of approvals must not import.
 RUNS_EDGES = (
-    "runs.admin", "runs.api", "runs.consumers", "runs.followers", "runs.legs", "runs.management",
-    "runs.presenters", "runs.routing", "runs.streaming", "runs.urls", "runs.views", "runs.worker",
+    "runs.admin", "runs.api", "runs.api.sockets", "runs.wire.followers", "runs.execution.legs", "runs.management",
+    "runs.presenters", "runs.routing", "runs.api.events", "runs.pages.urls", "runs.pages.views", "runs.execution.worker",
 )
 
 
@@ -84,4 +84,4 @@ def test_the_rule_finds_a_function_local_import(tmp_path):
 def test_relative_imports_resolve_to_their_package(tmp_path):
     module = tmp_path / "probe.py"
     module.write_text("from .errors import RunError\nfrom ..models import Run\n", encoding="utf-8")
-    assert imported_modules(module, package="runs.runtime") == {"runs.runtime.errors", "runs.models"}
+    assert imported_modules(module, package="runs.runtime") == {"runs.runtime.exceptions", "runs.models"}

@@ -102,13 +102,13 @@ def test_debug_rejects_other_values_naming_debug(run_python):
 
 def test_redis_url_selects_the_redis_channel_layer(run_python):
     loaded = load_settings(run_python, REDIS_URL="redis://cache.example:6379/3")
-    assert loaded["CHANNEL_BACKEND"] == "runs.channel_layers.RedisPubSubChannelLayer"
+    assert loaded["CHANNEL_BACKEND"] == "runs.wire.channel_layers.RedisPubSubChannelLayer"
     assert loaded["CHANNEL_CONFIG"] == {"hosts": ["redis://cache.example:6379/3"]}
 
 
 def test_without_redis_url_the_channel_layer_is_in_memory(run_python):
     loaded = load_settings(run_python)
-    assert loaded["CHANNEL_BACKEND"] == "runs.channel_layers.LoopSafeInMemoryChannelLayer"
+    assert loaded["CHANNEL_BACKEND"] == "runs.wire.channel_layers.LoopSafeInMemoryChannelLayer"
 
 
 def test_postgres_database_url_selects_postgresql(run_python):

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 from django.views.decorators.http import require_http_methods, require_safe
 
-from approvals.access import REVIEWERS_GROUP, approval_is_decidable_by
+from approvals.roles import REVIEWERS_GROUP, approval_is_decidable_by
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from approvals.models import ApprovalRequest
 from approvals.selectors import (

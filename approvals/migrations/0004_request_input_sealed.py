@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 def inputs_seal(apps, schema_editor):
-    from runs.sealing import seal_value
+    from runs.secrets.sealing import seal_value
 
     ApprovalRequest = apps.get_model("approvals", "ApprovalRequest")
     for request in ApprovalRequest.objects.only("id", "tool_input").iterator():
@@ -12,7 +12,7 @@ def inputs_seal(apps, schema_editor):
 
 
 def inputs_unseal(apps, schema_editor):
-    from runs.sealing import unseal_value
+    from runs.secrets.sealing import unseal_value
 
     ApprovalRequest = apps.get_model("approvals", "ApprovalRequest")
     for request in ApprovalRequest.objects.only("id", "input_data").iterator():

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from runs.errors import UnknownAgent
-from runs.retries import RetryPolicy, retry_policy_default
+from runs.agents.retries import RetryPolicy, retry_policy_default
 
 __all__ = ["AgentDefinition", "LegContext", "agent_build", "agent_get", "agent_names", "db_tool"]
 

@@ -1,4 +1,4 @@
-"""DRF permission classes of the runs API, one per rule of runs.access and approvals.access.
+"""DRF permission classes of the runs API, one per rule of runs.access and approvals.roles.
 
   CanReadRun            object: the run's creator or who may read every run; others get 404, as for no run
   CanCancelRun          object: the run's creator or who may cancel every run; others (who may read it) get 403
@@ -14,7 +14,7 @@ from typing import Any
 
 from rest_framework.permissions import BasePermission
 
-from approvals.access import DECIDE_APPROVALS, approval_is_decidable_by
+from approvals.roles import DECIDE_APPROVALS, approval_is_decidable_by
 from runs.access import CANCEL_EVERY_RUN, run_is_cancellable_by, run_is_readable_by
 from runs.errors import RunNotFound
 

@@ -1,7 +1,7 @@
 """The OpenAPI document's parts that DRF's introspection cannot find: shared answers and parameters, the input
 shapes drf-spectacular cannot read from custom fields, and the Server-Sent Events endpoint.
 
-The events endpoint (``runs.streaming.run_events``) is a plain async Django view, not a DRF one, and
+The events endpoint (``runs.api.events.run_events``) is a plain async Django view, not a DRF one, and
 drf-spectacular only documents DRF views. ``RunEventsSchemaApi`` describes it, and the preprocessing hook
 ``run_events_documented`` puts that description on the route where the real view is mapped, so the document
 follows the URLconf. The class never serves a request.
@@ -88,7 +88,7 @@ RUN_EVENT = inline_serializer(
 
 
 class RunEventsSchemaApi(APIView):
-    """The description of ``GET /api/runs/{run_id}/events/`` (served by runs.streaming.run_events)."""
+    """The description of ``GET /api/runs/{run_id}/events/`` (served by runs.api.events.run_events)."""
 
     @extend_schema(
         operation_id="runs_events",
@@ -132,12 +132,12 @@ class RunEventsSchemaApi(APIView):
     )
     def get(self, request: Any, run_id: str) -> Any:
         # Only the schema generator reads this class; a URLconf that maps it is misconfigured.
-        raise ImproperlyConfigured("RunEventsSchemaApi only documents the events route; map runs.streaming.run_events.")
+        raise ImproperlyConfigured("RunEventsSchemaApi only documents the events route; map runs.api.events.run_events.")
 
 
 def run_events_documented(endpoints: list[tuple]) -> list[tuple]:
     """PREPROCESSING_HOOKS entry: the events route, wherever the URLconf maps run_events, as RunEventsSchemaApi."""
-    from runs.streaming import run_events
+    from runs.api.events import run_events
 
     documented = [
         (path, path_regex, "GET", RunEventsSchemaApi.as_view())

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.api import effects, views
+from runs.api import effect_views, views
 
 urlpatterns = [
     path("runs/", views.RunCollectionApi.as_view(), name="api-runs"),
@@ -14,8 +14,8 @@ urlpatterns = [
         name="api-approval-decide",
     ),
     path("runs/<str:run_id>/cancel/", views.RunCancelApi.as_view(), name="api-run-cancel"),
-    path("runs/<str:run_id>/effects/<str:operation_id>/resolve/", effects.EffectResolveApi.as_view(),
+    path("runs/<str:run_id>/effects/<str:operation_id>/resolve/", effect_views.EffectResolveApi.as_view(),
          name="api-effect-resolve"),
-    path("metrics/", effects.MetricsApi.as_view(), name="api-metrics"),
-    path("effects/stop/", effects.EffectStopApi.as_view(), name="api-effects-stop"),
+    path("metrics/", effect_views.MetricsApi.as_view(), name="api-metrics"),
+    path("effects/stop/", effect_views.EffectStopApi.as_view(), name="api-effects-stop"),
 ]

@@ -1,8 +1,8 @@
 """The runs API: each view parses its input, reads through selectors or writes through one service, and renders.
 
-Domain errors become HTTP answers in runs.api.exceptions.api_exception_handler.
+Domain errors become HTTP answers in runs.api.error_handler.api_exception_handler.
 
-Who may do what (runs.access and approvals.access, applied by the classes of runs.api.permissions): every
+Who may do what (runs.access and approvals.roles, applied by the classes of runs.api.permissions): every
 endpoint needs a signed-in user, and a request without credentials is a 401 asking for a Token. A user lists
 and reads their own runs, or every run if they may read every run (support, reviewers); a run they may not read
 is a 404, exactly as an unknown one. They cancel their own runs; a run they may read but not cancel is a 403.
@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.access import approval_is_decidable_by
+from approvals.roles import approval_is_decidable_by
 from approvals.errors import ApprovalNotFound
 from approvals.selectors import approval_pending_list
 from approvals.services import approval_decide
@@ -54,7 +54,7 @@ from runs.selectors import (
     run_leg_list,
     run_list,
 )
-from runs.services import run_cancel, run_start
+from runs.services.lifecycle import run_cancel, run_start
 
 __all__ = [
     "ApiPagination",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.cli_format import one_line
+from runs.presenters.plain_text import one_line
 from runs.stores import get_store
 
 __all__ = ["JournalProgress", "ProgressEvent"]
@@ -64,6 +64,6 @@ def _progress_event(part: dict[str, Any]) -> ProgressEvent | None:
     if kind == "error":
         error = part.get("error") or {}
         return ProgressEvent("error", text=f"{error.get('name')}: {error.get('message')}")
-    if kind == "retry":  # written by the worker (runs.retries), after the error part of a transient model failure
+    if kind == "retry":  # written by the worker (runs.agents.retries), after the error part of a transient model failure
         return ProgressEvent("retry", text=part.get("message", ""))
     return None

@@ -10,7 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from approvals.selectors import approval_run_list
-from runs.cli_format import message_text
+from runs.presenters.plain_text import message_text
 from runs.models import Run
 from runs.presenters.state import run_people_state
 from runs.selectors import run_checkpoint_rows, run_effect_rows, run_latest_messages, run_leg_list

@@ -67,7 +67,7 @@ def run_people_state(
         elif legs[-1].finish_reason == "suspended":
             key, label, why = "resuming", "Resuming after a verdict", "Every request has a verdict; a worker resumes it."
         elif legs[-1].finish_reason == "retry" and run.retry_at is not None:
-            # run.error reads "Retry scheduled at ..., attempt k of n: why" (runs.retries.RetryPlan.description).
+            # run.error reads "Retry scheduled at ..., attempt k of n: why" (runs.agents.retries.RetryPlan.description).
             key, label = "retry_scheduled", "Retry scheduled"
             why = run.error or (
                 f"Retry scheduled at {run.retry_at:%Y-%m-%d %H:%M:%S} UTC, "

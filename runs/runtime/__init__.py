@@ -5,7 +5,7 @@ from __future__ import annotations
 from .deps import Deps, SystemClock
 from .effects import Effect, EffectCall
 from .engine import PrepareStepContext
-from .errors import (
+from .exceptions import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
     ModelCallError,

@@ -10,7 +10,7 @@ import base64
 import json
 from typing import Any
 
-from .errors import CheckpointCorruptError
+from .exceptions import CheckpointCorruptError
 from .types import AgentCheckpoint
 
 __all__ = ["CHECKPOINT_VERSION", "decode_value", "deserialize_checkpoint", "encode_value", "serialize_checkpoint"]

@@ -6,7 +6,7 @@ from .approvals import APPROVAL_TOKEN_DENIAL_REASON
 from .codec import deserialize_checkpoint, serialize_checkpoint
 from .effects import EffectEntry, EffectLedger, InMemoryEffectLedger
 from .engine import DurableSession
-from .errors import (
+from .exceptions import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
     EffectConflictError,

@@ -17,7 +17,7 @@ Same operation id and fingerprint: the stored result is replayed and the tool is
 fingerprint: ``EffectConflictError``. An approval-gated effect is attempted only with an approval bound to its
 exact request. While a stop switch is on, no new attempt starts (``EffectsStopped``); replays and
 reconciliation go on. ``InMemoryEffectLedger`` is the reference ledger (scripts, tests); the database one is
-``runs.effects.DatabaseEffectLedger``.
+``runs.stores.ledger.DatabaseEffectLedger``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 from .codec import encode_value
 from .deps import Clock, SystemClock
-from .errors import (
+from .exceptions import (
     EffectConflictError,
     EffectNeedsReview,
     EffectNotAuthorized,

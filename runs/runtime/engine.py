@@ -17,7 +17,7 @@ from .approvals import DENIED_BY_DEFAULT_REASON, DENIED_REASON, find_response, m
 from .codec import CHECKPOINT_VERSION
 from .deps import Deps
 from .effects import InMemoryEffectLedger
-from .errors import ModelCallError, OwnershipLostError, RunError, RunHalted, StoreUnavailableError, classify_model_error
+from .exceptions import ModelCallError, OwnershipLostError, RunError, RunHalted, StoreUnavailableError, classify_model_error
 from .faults import FaultPoint
 from .redact import redact
 from .results import GenerateTextResult, StepResult

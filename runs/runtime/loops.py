@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from .engine import CallOptions, LegStart, run_leg
-from .errors import CheckpointCorruptError, CheckpointNotFoundError, ModelCallError, RunError, StoreUnavailableError
+from .exceptions import CheckpointCorruptError, CheckpointNotFoundError, ModelCallError, RunError, StoreUnavailableError
 from .redact import redact
 from .results import GenerateTextResult, StreamChatResult
 from .stores import SessionStore, resolve

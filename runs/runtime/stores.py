@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from .errors import OwnershipLostError
+from .exceptions import OwnershipLostError
 from .types import AgentCheckpoint
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .engine import CallOptions, DurableSession, LegStart, SubAgentSuspended, run_leg
-from .errors import CheckpointNotFoundError
+from .exceptions import CheckpointNotFoundError
 from .loops import load_checkpoint
 from .results import GenerateTextResult
 from .tools import Tool, ToolContext

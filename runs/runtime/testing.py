@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-from .errors import ScriptExhaustedError
+from .exceptions import ScriptExhaustedError
 from .model import ModelRequest
 
 __all__ = ["ScriptedModel"]

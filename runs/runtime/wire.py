@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import OwnershipLostError
+from .exceptions import OwnershipLostError
 from .stores import resolve
 from .types import StreamPart
 

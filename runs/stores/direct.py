@@ -8,7 +8,7 @@ COMMIT, with the same guarantees as the ORM's path (the fence in the write's own
 nothing). The connection waits for SQLite's write lock only briefly: a busy database (another process
 writing) answers None and the caller takes the ORM's path through a thread, which waits as long as it must.
 
-On PostgreSQL a steady save is one statement (runs.stores.db folds the fence, the inserts and the journal parts
+On PostgreSQL a steady save is one statement (runs.stores.sessions folds the fence, the inserts and the journal parts
 into data-modifying CTEs), so a fenced view sends it on the event loop's own async psycopg connection, in
 autocommit: one round trip, awaited on the loop. A few such connections per loop (per process), shared by its
 legs; a connection that cannot be opened answers DirectUnavailable and the ORM's path takes over.

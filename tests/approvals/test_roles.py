@@ -1,8 +1,8 @@
-"""The migration creates the support and reviewers groups with the permissions approvals.access names."""
+"""The migration creates the support and reviewers groups with the permissions approvals.roles names."""
 
 import pytest
 from django.contrib.auth.models import Group
-from approvals.access import ROLE_PERMISSIONS
+from approvals.roles import ROLE_PERMISSIONS
 
 @pytest.mark.django_db
 def test_each_role_group_holds_exactly_its_permissions():

@@ -12,9 +12,9 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_expire_due, approval_requests_record
 from runs.models import Checkpoint, Effect, Run
 from runs.runtime.durable import create_approval_signer
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 from tests.factories import make_suspended_run, verdict
-from runs.stores.db import DatabaseSessionStore
+from runs.stores.sessions import DatabaseSessionStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -112,7 +112,7 @@ def test_a_request_from_an_older_revision_is_superseded(suspended):
 
 
 def test_a_cancelled_runs_request_cannot_be_decided(suspended):
-    from runs.services import run_cancel
+    from runs.services.lifecycle import run_cancel
 
     run_cancel(run_id="r1")
     with pytest.raises(ApprovalNotDecidable):

@@ -11,7 +11,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from approvals.models import ApprovalRequest
 from runs.models import Run
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 from tests.browser.test_live_page import browser, serve  # noqa: F401 (fixtures)
 
 USERNAME, PASSWORD = "csp-root", "a-long-enough-password-1"

@@ -13,9 +13,9 @@ import pytest
 import websocket
 from django.db import connection
 
-from runs.database_url import database_url
+from deuz_project.database_url import database_url
 from runs.models import Run
-from runs.stores.journal import DatabaseStreamStateStore
+from runs.stores.streams import DatabaseStreamStateStore
 from tests.browser.serving import ServeProcess
 from tests.environment import PRODUCTION_ENV, clean_env
 from tests.runs.streams import person, token_of

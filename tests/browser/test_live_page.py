@@ -14,11 +14,11 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from runs.database_url import database_url
+from deuz_project.database_url import database_url
 from runs.models import Run
 from runs.selectors import run_checkpoint_list, run_get
-from runs.services import run_start
-from runs.stores.journal import DatabaseStreamStateStore
+from runs.services.lifecycle import run_start
+from runs.stores.streams import DatabaseStreamStateStore
 from tests.browser.serving import ServeProcess
 from tests.environment import PRODUCTION_ENV, clean_env
 from tests.runs.processes import WorkerProcess
@@ -52,7 +52,7 @@ def serve(transactional_db):
 def viewer(settings, django_user_model):
     # The server checks the password with its own hashers, which do not include the tests' fast MD5.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
-    from approvals.access import SUPPORT_GROUP
+    from approvals.roles import SUPPORT_GROUP
     from approvals.services import role_group_ensure
 
     user = django_user_model.objects.create_user(USERNAME, password=PASSWORD, is_staff=True)

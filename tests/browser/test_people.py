@@ -16,11 +16,11 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from approvals.access import REVIEWERS_GROUP, SUPPORT_GROUP
+from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP
 from approvals.models import ApprovalRequest
 from approvals.services import role_group_ensure
 from runs.models import Run
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 from tests.browser.test_live_page import browser, serve  # noqa: F401 (fixtures)
 
 PASSWORD = "a-long-enough-password-1"

@@ -8,7 +8,7 @@ import pytest
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.models import Run
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 
 
 def reimburse(run_id: str, agent: str = "reimbursement") -> Run:

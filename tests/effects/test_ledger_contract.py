@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runs.runtime.durable import EffectLedger, InMemoryEffectLedger, OwnershipLostError
-from runs.runtime.errors import EffectStateChanged
+from runs.runtime.exceptions import EffectStateChanged
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +30,7 @@ class DatabaseLedgers:
                                       worker_id="w-1")
 
     def owned(self):
-        from runs.effects import DatabaseEffectLedger
+        from runs.stores.ledger import DatabaseEffectLedger
         from runs.models import Run
 
         def take_over() -> None:

@@ -77,7 +77,7 @@ def test_a_request_past_its_expiry_counts_as_an_expired_approval(drain_runs, rev
 
 
 def test_the_stop_switches_that_are_on_are_listed(reviewer_client):
-    from runs.stop_switch import effects_stop
+    from runs.services.stop_switch import effects_stop
 
     effects_stop(agent="coder", reason="incident")
     assert [(s["agent"], s["reason"]) for s in metrics(reviewer_client)["effects_stopped"]] == [("coder", "incident")]

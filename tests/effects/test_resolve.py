@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from approvals.services import reviewers_group_ensure
 from runs.models import Effect, EffectTransition, Run, SandboxPayment
-from runs.stores.db import DatabaseSessionStore
+from runs.stores.sessions import DatabaseSessionStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

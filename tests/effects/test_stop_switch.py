@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from runs.models import EffectStopSwitch, Run, SandboxCommand, SandboxPayment
-from runs.stop_switch import effects_release, effects_stop, effects_stop_reason
+from runs.services.stop_switch import effects_release, effects_stop, effects_stop_reason
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

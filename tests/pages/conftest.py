@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from approvals.access import REVIEWERS_GROUP, SUPPORT_GROUP
+from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, role_group_ensure
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 
 #: Every role the pages know, as fixture names (the authorization matrix walks them all).
 ROLES = ["anonymous", "plain", "owner", "support", "reviewer", "staff", "superuser"]

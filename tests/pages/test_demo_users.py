@@ -7,7 +7,7 @@ import stat
 import pytest
 from django.contrib.auth import authenticate
 
-from approvals.access import approval_is_decidable_by
+from approvals.roles import approval_is_decidable_by
 from approvals.services import DEMO_ROLES, demo_users_ensure
 from runs.access import VIEW_EVERY_RUN
 

@@ -6,7 +6,7 @@ import json
 import re
 from html import unescape
 
-from runs.templatetags.deuz_pages import agent_path, json_compact, json_highlight
+from runs.pages.tags import agent_path, json_compact, json_highlight
 
 
 def test_each_token_is_classed_by_its_kind():

@@ -12,7 +12,7 @@ from approvals.consumers import LivePagesConsumer
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, approval_requests_withdraw
 from runs.models import Run
-from runs.services import run_cancel, run_start
+from runs.services.lifecycle import run_cancel, run_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,7 +163,7 @@ def test_frames_carry_no_tool_input_or_token(users, suspended):
 
 
 def test_run_start_still_works_when_the_layer_is_broken(settings, users):
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runs.channel_layers.RedisPubSubChannelLayer",
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runs.wire.channel_layers.RedisPubSubChannelLayer",
                                            "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}}
     from channels.layers import channel_layers
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from runs.models import Effect, Run
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -139,7 +139,7 @@ def test_a_stale_tabs_deny_is_told_the_request_was_approved_first(reviewer, susp
 
 
 def test_a_request_of_a_cancelled_run_says_who_cancelled(reviewer, suspended, users):
-    from runs.services import run_cancel
+    from runs.services.lifecycle import run_cancel
 
     run_cancel(run_id="r1", user=users["owner"])
     response = reviewer.post(url(suspended), {"verdict": "approve", "confirm": "yes"})

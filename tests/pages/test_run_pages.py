@@ -7,7 +7,7 @@ from django.test import Client
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,7 +7,7 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from runs.models import Effect, Leg, Run
-from runs.services import run_cancel
+from runs.services.lifecycle import run_cancel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from runs.agents import AgentDefinition, LegContext
-from runs.agents.demo import reimbursement_agent
-from runs.retries import RetryPolicy
+from demo.agents import reimbursement_agent
+from runs.agents.retries import RetryPolicy
 
 
 def impatient_agent(*, leg: LegContext | None = None) -> AgentDefinition:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from runs.agents import agent_build
-from runs.retries import RetryPolicy, model_error_summary, retry_plan
-from runs.runtime.errors import ModelCallError
+from runs.agents.retries import RetryPolicy, model_error_summary, retry_plan
+from runs.runtime.exceptions import ModelCallError
 
 NOW = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 

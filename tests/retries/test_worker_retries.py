@@ -17,11 +17,11 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from runs.legs import leg_secrets
+from runs.execution.legs import leg_secrets
 from runs.models import JournalEntry, Run
 from runs.presenters.state import run_people_state
 from runs.presenters.timeline import run_step_list
-from runs.services import run_claim, run_start
+from runs.services.lifecycle import run_claim, run_start
 from tests.retries import recordings as rec
 from tests.retries.conftest import ANTHROPIC_KEY
 from tests.runtime.local_api import JSONReply

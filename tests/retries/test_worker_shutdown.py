@@ -6,7 +6,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from runs.runtime.providers import AnthropicModel
-from runs.worker import Worker
+from runs.execution.worker import Worker
 
 
 @pytest.mark.django_db(transaction=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runs.agents import AgentDefinition
-from runs.retries import RetryPolicy
+from runs.agents.retries import RetryPolicy
 from runs.runtime import tool
 from runs.runtime.testing import ScriptedModel
 

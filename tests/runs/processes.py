@@ -12,7 +12,7 @@ from pathlib import Path
 
 from django.db import connection
 
-from runs.database_url import database_url
+from deuz_project.database_url import database_url
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ from django.contrib.auth.models import Group, Permission
 from django.test import AsyncClient
 from rest_framework.authtoken.models import Token
 
-from approvals.access import ROLE_PERMISSIONS
-from runs.services import run_start
+from approvals.roles import ROLE_PERMISSIONS
+from runs.services.lifecycle import run_start
 
 ORIGIN = (b"origin", b"http://localhost")
 

@@ -10,12 +10,12 @@ from django.test import Client
 from django.test import RequestFactory
 from django.urls import reverse
 
-from approvals.access import REVIEWERS_GROUP, SUPPORT_GROUP
+from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, role_group_ensure
 from runs.admin import token_preview
 from runs.models import Checkpoint, Effect, JournalEntry, Leg, Run, RunMessage, SandboxPayment
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,10 +14,10 @@ from rest_framework.authtoken.models import Token
 from rest_framework.pagination import PageNumberPagination
 
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
-from runs.api.exceptions import api_exception_handler
+from runs.api.error_handler import api_exception_handler
 from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, UnknownAgent
 from runs.models import Run
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 from tests.hostile_bodies import fuzz
 
 pytestmark = pytest.mark.django_db

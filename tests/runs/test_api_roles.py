@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group, Permission
 
-from approvals.access import REVIEWERS_GROUP, ROLE_PERMISSIONS, SUPPORT_GROUP
+from approvals.roles import REVIEWERS_GROUP, ROLE_PERMISSIONS, SUPPORT_GROUP
 from runs.models import Run
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 
 pytestmark = pytest.mark.django_db
 

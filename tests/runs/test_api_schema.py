@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 
 SCHEMA_ACCEPT = "application/vnd.oai.openapi+json"
 

@@ -13,7 +13,7 @@ from bench import motion, tail, throughput
 from bench.fleet import BENCH_ENV, BENCH_SETTINGS, Fleet
 from bench.report import fleet_table
 from bench.stats import percentile, summary
-from runs.database_url import database_url
+from deuz_project.database_url import database_url
 
 
 def test_a_percentile_is_the_nearest_rank():

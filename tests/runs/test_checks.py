@@ -13,7 +13,7 @@ def ids(errors):
 
 
 def test_an_agent_that_cannot_be_imported_is_runs_e001(settings):
-    settings.DEUZ_AGENTS = {"ghost": "runs.agents.demo.no_such_agent"}
+    settings.DEUZ_AGENTS = {"ghost": "demo.agents.no_such_agent"}
     assert "runs.E001" in ids(run_checks())
 
 

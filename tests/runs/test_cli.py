@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 
 from approvals.models import ApprovalRequest
 from runs.models import Run
-from runs.services import run_start
+from runs.services.lifecycle import run_start
 from tests.factories import make_paid_run, make_suspended_run
 
 

@@ -13,7 +13,7 @@ from rest_framework.authtoken.models import Token
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from deuz_project.asgi import application
-from runs.journal import run_group_name
+from runs.wire.writer import run_group_name
 from runs.models import JournalEntry
 from tests.runs.streams import ORIGIN, reimburse, ws_follow
 

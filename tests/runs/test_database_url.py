@@ -1,4 +1,4 @@
-"""runs.database_url: this process's database as a URL another process can open."""
+"""deuz_project.database_url: this process's database as a URL another process can open."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import dj_database_url
 import pytest
 
-import runs.database_url as module
+import deuz_project.database_url as module
 
 
 def _as(monkeypatch, vendor, **config):

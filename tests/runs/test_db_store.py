@@ -7,10 +7,10 @@ from cryptography.fernet import Fernet
 from django.db import connection
 
 from runs.errors import SealedDataError, StaleOwnerError
-from runs.runtime.errors import CheckpointCorruptError
+from runs.runtime.exceptions import CheckpointCorruptError
 from runs.models import Checkpoint, Run, RunMessage
-from runs.services import run_checkpoint_mirror
-from runs.stores.db import DatabaseSessionStore
+from runs.services.lifecycle import run_checkpoint_mirror
+from runs.stores.sessions import DatabaseSessionStore
 from tests.factories import make_run
 from tests.runs.test_store_contract import checkpoint, history
 
@@ -182,7 +182,7 @@ def test_a_view_after_another_views_save_links_to_the_stored_head(committed_run)
 
 
 def test_the_fence_can_carry_the_runs_mirror(owned_run):
-    from runs.services import run_checkpoint_mirror_changes
+    from runs.services.lifecycle import run_checkpoint_mirror_changes
 
     DatabaseSessionStore().fenced("r1", 3, run_changes=run_checkpoint_mirror_changes).save(checkpoint(step=4))
     owned_run.refresh_from_db()
@@ -190,7 +190,7 @@ def test_the_fence_can_carry_the_runs_mirror(owned_run):
 
 
 def test_a_sub_agents_save_leaves_the_runs_mirror_alone(owned_run):
-    from runs.services import run_checkpoint_mirror_changes
+    from runs.services.lifecycle import run_checkpoint_mirror_changes
 
     DatabaseSessionStore().fenced("r1", 3, run_changes=run_checkpoint_mirror_changes).save(checkpoint("r1::coder#t1", step=4))
     owned_run.refresh_from_db()
@@ -198,7 +198,7 @@ def test_a_sub_agents_save_leaves_the_runs_mirror_alone(owned_run):
 
 
 def test_a_stale_journal_inside_a_save_hook_is_still_refused(owned_run):
-    from runs.stores.journal import DatabaseStreamStateStore
+    from runs.stores.streams import DatabaseStreamStateStore
 
     def hook(saved):  # the save's fence (epoch 3) is held; a journal view of epoch 2 is not covered by it
         DatabaseStreamStateStore().fenced("r1", 2).append("r1", [{"type": "text-delta", "text": "x"}], first_seq=0)
@@ -210,7 +210,7 @@ def test_a_stale_journal_inside_a_save_hook_is_still_refused(owned_run):
 
 def test_a_journal_append_in_the_save_hook_commits_with_the_save(owned_run):
     from runs.models import JournalEntry
-    from runs.stores.journal import DatabaseStreamStateStore
+    from runs.stores.streams import DatabaseStreamStateStore
 
     def hook(saved):
         DatabaseStreamStateStore().fenced("r1", 3).append("r1", [{"type": "text-delta", "text": "x"}], first_seq=0)
@@ -254,7 +254,7 @@ class _PartLog:
 def test_the_flusher_skips_its_tick_right_after_a_checkpoints_flush_and_writes_on_the_next():
     from asgiref.sync import async_to_sync
 
-    from runs.journal import JournalWriter
+    from runs.wire.writer import JournalWriter
 
     Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
     writer = JournalWriter(run_id="r1", epoch=3)

@@ -10,12 +10,12 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from runs.errors import StaleOwnerError
-from runs.legs import _Leg
+from runs.execution.legs import _Leg
 from runs.models import Checkpoint, Run, RunMessage
-from runs.services import Claim
+from runs.services.lifecycle import Claim
 from runs.stores import direct
-from runs.stores.db import DatabaseSessionStore
-from runs.stores.journal import DatabaseStreamStateStore
+from runs.stores.sessions import DatabaseSessionStore
+from runs.stores.streams import DatabaseStreamStateStore
 from tests.runs.processes import wait_until
 from tests.runs.test_db_store import _PartLog
 from tests.runs.test_store_contract import checkpoint, history
@@ -141,7 +141,7 @@ def test_a_save_rolled_back_after_its_hook_flushed_the_journal_leaves_no_gap(run
     def approvals_fail(saved):
         raise RuntimeError("recording the approval requests failed")
 
-    monkeypatch.setattr("runs.legs.approval_checkpoint_saved", approvals_fail)
+    monkeypatch.setattr("runs.execution.legs.approval_checkpoint_saved", approvals_fail)
     parts.append({"type": "text-delta", "text": "b"})
     with pytest.raises(RuntimeError):
         # a suspension's save: the journal flush ran, then recording its requests failed and the save rolled back
@@ -237,7 +237,7 @@ def test_a_busy_database_hands_the_save_to_the_orms_path(run_r1, direct_statemen
 
 @sqlite_only
 def test_the_journal_writers_tick_appends_on_the_event_loops_own_connection(run_r1, direct_statements):
-    from runs.journal import JournalWriter
+    from runs.wire.writer import JournalWriter
 
     writer = JournalWriter(run_id="r1", epoch=3)
     writer.source = _PartLog([{"type": "text-delta", "text": "a"}])
@@ -250,7 +250,7 @@ def test_the_journal_writers_tick_appends_on_the_event_loops_own_connection(run_
 
 @sqlite_only
 def test_a_stale_journal_writers_tick_is_refused_on_the_direct_path(run_r1, direct_statements):
-    from runs.journal import JournalWriter
+    from runs.wire.writer import JournalWriter
 
     writer = JournalWriter(run_id="r1", epoch=3)
     writer.source = _PartLog([{"type": "text-delta", "text": "a"}])

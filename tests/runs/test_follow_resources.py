@@ -19,10 +19,10 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import DataError, OperationalError, connection
 from rest_framework.test import APIClient
 
-from runs.follower_reads import FollowerReads
-from runs.followers import follow_open
+from runs.wire.reads import FollowerReads
+from runs.wire.followers import follow_open
 from runs.models import Run
-from runs.stores.journal import DatabaseStreamStateStore
+from runs.stores.streams import DatabaseStreamStateStore
 from tests.runs.processes import wait_until
 from tests.runs.streams import SseStream, parse_sse, person, token_header, token_of, ws_follow, ws_frames
 
@@ -326,7 +326,7 @@ def _database_down_at_setup(monkeypatch) -> None:
     def unreachable(run, *, user):
         raise OperationalError("could not connect to server")
 
-    monkeypatch.setattr("runs.followers.run_is_readable_by", unreachable)
+    monkeypatch.setattr("runs.wire.followers.run_is_readable_by", unreachable)
 
 
 def test_a_database_down_when_a_stream_starts_is_a_503_worth_retrying(monkeypatch, client, owner):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runs.followers import _Listener
+from runs.wire.followers import _Listener
 
 
 def quiet_waits(listener: _Listener, count: int) -> list[float]:
@@ -25,7 +25,7 @@ def test_a_part_or_a_notification_brings_the_poll_back_to_every_second():
 
 
 def test_with_live_push_working_the_poll_is_only_a_net_every_five_seconds():
-    from runs.followers import _RunTail
+    from runs.wire.followers import _RunTail
 
     listener = _Listener("r")
     listener.tail = _RunTail("r", layer=None)

@@ -13,11 +13,11 @@ from channels.layers import get_channel_layer
 from django.db import connections, transaction
 from django.utils import timezone
 
-import runs.followers
-from runs.followers import FrameKind, follow_open
-from runs.journal import JournalWriter, run_group_name
+import runs.wire.followers
+from runs.wire.followers import FrameKind, follow_open
+from runs.wire.writer import JournalWriter, run_group_name
 from runs.models import Run
-from runs.stores.journal import DatabaseStreamStateStore, part_decode
+from runs.stores.streams import DatabaseStreamStateStore, part_decode
 from tests.runs.streams import person
 from tests.runs.test_db_store import _PartLog
 
@@ -114,7 +114,7 @@ def journal_reads(monkeypatch):
     """The followers' reads of the database, each once it has returned: ``("page", after)`` for a page of the
     journal, ``("state",)`` for where the run stands."""
     calls = []
-    read_page, follow_state = runs.followers._read_page, runs.followers._follow_state
+    read_page, follow_state = runs.wire.followers._read_page, runs.wire.followers._follow_state
 
     # Counted once the read has returned, so a scenario that waits for a count knows the read is over (a part
     # appended while the follower's first page is still being read would be in that page, not a gap).
@@ -128,8 +128,8 @@ def journal_reads(monkeypatch):
         calls.append(("state",))
         return state
 
-    monkeypatch.setattr(runs.followers, "_read_page", counted_page)
-    monkeypatch.setattr(runs.followers, "_follow_state", counted_state)
+    monkeypatch.setattr(runs.wire.followers, "_read_page", counted_page)
+    monkeypatch.setattr(runs.wire.followers, "_follow_state", counted_state)
     return calls
 
 
@@ -244,9 +244,9 @@ def test_a_writer_with_nothing_new_sends_no_notification(running, monkeypatch):
         async def group_send(self, group, message):
             sent.append(message)
 
-    import runs.journal
+    import runs.wire.writer
 
-    monkeypatch.setattr(runs.journal, "get_channel_layer", lambda: Layer())
+    monkeypatch.setattr(runs.wire.writer, "get_channel_layer", lambda: Layer())
     writer = writer_of(delta("a"))
     writer._encode = None  # a store that encodes nothing apart: the notifications carry no parts
     writer.flush_sync()

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from runs.database_url import database_url
+from deuz_project.database_url import database_url
 from tests.environment import REPO_ROOT, clean_env
 
 pytestmark = pytest.mark.django_db(transaction=True)

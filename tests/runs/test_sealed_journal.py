@@ -6,7 +6,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from runs.models import JournalEntry
-from runs.stores.journal import DatabaseStreamStateStore
+from runs.stores.streams import DatabaseStreamStateStore
 from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db

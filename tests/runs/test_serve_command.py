@@ -124,7 +124,7 @@ def test_serve_runs_queued_runs_with_its_embedded_worker(served):
     env = clean_env(DATABASE_URL=f"sqlite:///{served.database}", DEUZ_DEMO_DELAY_MS="0", **PRODUCTION_ENV)
     subprocess.run(
         [sys.executable, "manage.py", "shell", "-v", "0", "-c",
-         "from runs.services import run_start; "
+         "from runs.services.lifecycle import run_start; "
          "run_start(agent='reimbursement', messages=[{'role': 'user', 'content': 'Reimburse exp-1042'}], run_id='served-1')"],
         cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=60,
     )

@@ -15,8 +15,8 @@ from runs.models import Run
 from runs.runtime.durable import InMemorySessionStore, InMemoryStreamStateStore, OwnershipLostError
 from runs.runtime.stores import OwnedSessionStore, SavedCheckpoint
 from runs.runtime.wire import OwnedStreamStateStore
-from runs.stores.db import DatabaseSessionStore
-from runs.stores.journal import DatabaseStreamStateStore
+from runs.stores.sessions import DatabaseSessionStore
+from runs.stores.streams import DatabaseStreamStateStore
 
 pytestmark = pytest.mark.django_db  # the database store needs it; the memory store ignores it
 

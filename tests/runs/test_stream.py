@@ -12,8 +12,8 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.errors import StaleOwnerError
 from runs.models import JournalEntry, Leg, Run
-from runs.services import run_start
-from runs.stores.journal import DatabaseStreamStateStore
+from runs.services.lifecycle import run_start
+from runs.stores.streams import DatabaseStreamStateStore
 from tests.runs.processes import wait_until
 from tests.runs.streams import afollow, follow, person, reimburse, seqs, texts
 

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from runs.channel_layers import LoopSafeInMemoryChannelLayer
-from runs.notify import runs_notify, runs_wake_register
+from runs.wire.channel_layers import LoopSafeInMemoryChannelLayer
+from runs.ownership.wakeups import runs_notify, runs_wake_register
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.db import OperationalError
 
-from runs import worker as worker_module
-from runs.stores.db import DatabaseSessionStore
-from runs.worker import Worker
+from runs.execution import worker as worker_module
+from runs.stores.sessions import DatabaseSessionStore
+from runs.execution.worker import Worker
 
 
 @pytest.mark.django_db(transaction=True)
@@ -43,7 +43,7 @@ class UnreachableSessions:
 @pytest.mark.django_db(transaction=True)
 def test_a_leg_that_loses_its_store_puts_the_run_back_in_the_queue(settings, drain_runs):
     from runs.models import Run
-    from runs.services import run_start
+    from runs.services.lifecycle import run_start
 
     settings.DEUZ_STORES = {**settings.DEUZ_STORES, "sessions": {"BACKEND": "tests.runs.test_worker.UnreachableSessions"}}
     run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="lost-store")
@@ -63,9 +63,9 @@ class SuspensionRefusingSessions(DatabaseSessionStore):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_suspension_that_could_not_be_stored_needs_review_instead_of_waiting(settings, drain_runs):
-    from runs.legs import SUSPENSION_NOT_STORED
+    from runs.execution.legs import SUSPENSION_NOT_STORED
     from runs.models import Run
-    from runs.services import run_start
+    from runs.services.lifecycle import run_start
 
     settings.DEUZ_STORES = {**settings.DEUZ_STORES,
                             "sessions": {"BACKEND": "tests.runs.test_worker.SuspensionRefusingSessions"}}

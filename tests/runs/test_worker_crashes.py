@@ -9,8 +9,8 @@ import pytest
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.models import Checkpoint, Effect, Leg, Run, SandboxPayment
-from runs.services import run_start
-from runs.stores.db import DatabaseSessionStore
+from runs.services.lifecycle import run_start
+from runs.stores.sessions import DatabaseSessionStore
 from tests.runs.processes import freeze_between_transactions, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,7 +78,7 @@ def test_a_stale_worker_woken_after_its_lease_has_every_write_rejected(workers):
 
 
 def test_cancelling_a_running_run_stops_it_before_its_next_model_call(workers):
-    from runs.services import run_cancel
+    from runs.services.lifecycle import run_cancel
 
     run_start(agent="coder", messages=[{"role": "user", "content": "Fix the failing test"}], run_id="cancel-1")
     workers("slow", DEUZ_DEMO_DELAY_MS="300")

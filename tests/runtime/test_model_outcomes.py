@@ -12,7 +12,7 @@ import pytest
 
 from runs.runtime import Deps, generate_text, stream_chat, tool
 from runs.runtime.durable import create_in_memory_session_store, resume_from_checkpoint, resume_stream_from_checkpoint
-from runs.runtime.errors import ModelCallError, classify_model_error
+from runs.runtime.exceptions import ModelCallError, classify_model_error
 from runs.runtime.testing import ScriptedModel
 from runs.runtime.usage import add_usage, normalize_usage
 from tests.runtime.scripting import Crash, calls, collect, says, user

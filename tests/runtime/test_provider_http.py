@@ -16,7 +16,7 @@ import pytest
 
 from runs.runtime import generate_text, stream_chat, tool
 from runs.runtime.durable import create_in_memory_session_store, resume_from_checkpoint
-from runs.runtime.errors import ModelCallError
+from runs.runtime.exceptions import ModelCallError
 from runs.runtime.providers import AnthropicModel, OpenAIChatModel, aclose_clients, price_for
 from runs.runtime.providers.openai import TOOL_ERROR_PREFIX
 from tests.runtime import provider_recordings as rec

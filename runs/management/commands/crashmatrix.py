@@ -40,8 +40,8 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from runs.cli_format import table
-from runs.database_url import database_url
+from runs.presenters.plain_text import table
+from deuz_project.database_url import database_url
 from runs.models import Checkpoint, Effect, EffectTransition, JournalEntry, Leg, Run, SandboxCommand, SandboxPayment
 from runs.runtime.faults import FaultPoint
 
@@ -234,8 +234,8 @@ def run_inline(run_id: str, *, provider: str = "normal", timeout: float = 30,
                on_claimed: Callable[[], Any] | None = None) -> None:
     """Run the run's legs in this process (as a worker would, its lease lapsed first) until it rests;
     ``on_claimed`` is called once this process holds the run (so a worker started then cannot take it)."""
-    from runs.legs import leg_execute
-    from runs.services import run_claim
+    from runs.execution.legs import leg_execute
+    from runs.services.lifecycle import run_claim
 
     deadline = time.monotonic() + timeout
     with _ProviderMode(provider):
@@ -265,7 +265,7 @@ def resolve_as_reviewer(run_id: str) -> None:
     from django.contrib.auth import get_user_model
 
     from approvals.services import reviewers_group_ensure
-    from runs.effects import effect_resolve
+    from runs.stores.ledger import effect_resolve
 
     user, _ = get_user_model().objects.get_or_create(username="crashmatrix-reviewer")
     user.groups.add(reviewers_group_ensure())
@@ -289,7 +289,7 @@ def _provider_record(effect: Effect) -> dict | None:
 
 
 def run_case(schedule: Schedule, log_dir: Path) -> CaseResult:
-    from runs.services import run_start
+    from runs.services.lifecycle import run_start
 
     result = CaseResult(schedule)
     started = time.monotonic()

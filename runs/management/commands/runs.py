@@ -19,17 +19,17 @@ from django.core.management.base import BaseCommand, CommandError
 
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_pending_list
-from runs.cli_format import message_text, one_line, table, when
-from runs.effects import RESOLVE_ACTIONS, effect_resolve, effect_transition_list
+from runs.presenters.plain_text import message_text, one_line, table, when
+from runs.stores.ledger import RESOLVE_ACTIONS, effect_resolve, effect_transition_list
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError, UnknownAgent
 from runs.models import Run
 from runs.presenters.progress import JournalProgress, ProgressEvent
 from runs.presenters.receipt import run_receipt
 from runs.presenters.state import run_people_state
-from runs.retention import PruneProgress, runs_prune
+from runs.services.retention import PruneProgress, runs_prune
 from runs.selectors import run_effect_rows, run_get, run_latest_messages, run_leg_list, run_list
-from runs.services import run_cancel, run_requeue
-from runs.stop_switch import effects_release, effects_stop, effects_stop_list
+from runs.services.lifecycle import run_cancel, run_requeue
+from runs.services.stop_switch import effects_release, effects_stop, effects_stop_list
 
 #: How `follow` ends: the run is done and fine, or it needs a person (exit 1).
 FOLLOW_DONE = {Run.Status.COMPLETED, Run.Status.CANCELLED}

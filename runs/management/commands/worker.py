@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from deuz_project.startup import worker_process_startup
-from runs.worker import run_worker, worker_id_default
+from runs.execution.worker import run_worker, worker_id_default
 
 
 class Command(BaseCommand):

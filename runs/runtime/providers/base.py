@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from ..errors import ModelCallError
+from ..exceptions import ModelCallError
 from ..model import ModelRequest
 from ..redact import redact
 from .pricing import price_for

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 
 from runs.agents import AgentDefinition, LegContext, db_tool
-from runs.agents.sandbox import (
+from demo.sandbox import (
     EXPENSES,
     sandbox_pay,
     sandbox_payment_lookup,

@@ -65,7 +65,7 @@ def agent_path(value: Any) -> str:
 @register.filter
 def role_name(user: Any) -> str:
     """The role a signed-in user acts in, as the header shows it: superuser, reviewer, support, staff, API user."""
-    from approvals.access import REVIEWERS_GROUP, SUPPORT_GROUP, approval_is_decidable_by
+    from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP, approval_is_decidable_by
     from runs.access import VIEW_EVERY_RUN
 
     if not getattr(user, "is_authenticated", False):

@@ -1,7 +1,7 @@
 """The effect ledger in the database, and people resolving what the system cannot know.
 
 ``DatabaseEffectLedger`` is the runtime's EffectLedger (runs.runtime.effects, where the rules are) on the ORM:
-every write is fenced by the run's owner epoch (runs.fencing.OwnerFence) in its own transaction, and each move
+every write is fenced by the run's owner epoch (runs.ownership.fencing.OwnerFence) in its own transaction, and each move
 is an EffectTransition with its time, owner epoch and the worker that made it.
 
 ``effect_resolve`` is the people's side: an effect that needs review is retried with the same operation id,
@@ -24,12 +24,12 @@ from django.utils import timezone
 
 from runs.access import effect_is_resolvable_by
 from runs.errors import EffectNotFound, EffectNotResolvable, RunNotFound
-from runs.fencing import OwnerFence
+from runs.ownership.fencing import OwnerFence
 from runs.models import Effect, EffectTransition, Run
-from runs.notify import runs_notify
+from runs.ownership.wakeups import runs_notify
 from runs.runtime.effects import effect_transition_is_allowed
-from runs.runtime.errors import EffectStateChanged
-from runs.stop_switch import effects_stop_reason
+from runs.runtime.exceptions import EffectStateChanged
+from runs.services.stop_switch import effects_stop_reason
 
 __all__ = [
     "RESOLVE_ACTIONS",

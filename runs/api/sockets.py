@@ -1,6 +1,6 @@
 """`ws/runs/{run_id}/?cursor=`: the resumable stream over a WebSocket, frames ``{"seq", "part"}``.
 
-The follower core (runs.followers) decides everything; the consumer writes frames. Refusals close the socket
+The follower core (runs.wire.followers) decides everything; the consumer writes frames. Refusals close the socket
 with 4000 + the HTTP status the SSE view would answer (4401, 4400, 4404, 4429) after accepting it: a
 handshake refused before acceptance reaches a browser as code 1006, indistinguishable from a network drop,
 and the client would retry it forever.
@@ -13,7 +13,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 
-from runs.followers import Follow, FollowRefused, FrameKind, follow_open
+from runs.wire.followers import Follow, FollowRefused, FrameKind, follow_open
 from runs.runtime.codec import encode_value
 
 __all__ = ["NoRouteConsumer", "RunStreamConsumer"]

@@ -11,7 +11,7 @@ from functools import partial
 
 from django.db import transaction
 
-from runs.live import live_send, run_live_group
+from runs.wire.live import live_send, run_live_group
 from runs.models import Run
 
 __all__ = ["APPROVALS_GROUP", "approvals_changed_on_commit"]

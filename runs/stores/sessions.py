@@ -31,16 +31,16 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from runs.errors import StaleOwnerError
-from runs.fencing import OwnerFence, adapt_run_field
+from runs.ownership.fencing import OwnerFence, adapt_run_field
 from runs.models import Checkpoint, JournalEntry, Run, RunMessage
 from runs.runtime.codec import decode_value, encode_value
-from runs.runtime.errors import CheckpointCorruptError
+from runs.runtime.exceptions import CheckpointCorruptError
 from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
 from runs.runtime.types import AgentCheckpoint
-from runs.sealing import seal, unseal
+from runs.secrets.sealing import seal, unseal
 from runs.stores import direct
 
-_PLAIN_BYTE = ord("p")  # runs.sealing's marker of unsealed data
+_PLAIN_BYTE = ord("p")  # runs.secrets.sealing's marker of unsealed data
 
 __all__ = ["DatabaseSessionStore", "DirectHookWork", "DirectSaveHook", "RunChanges", "root_run_id"]
 
@@ -112,7 +112,7 @@ class DatabaseSessionStore:
     """Checkpoints in the database, and nothing else. A fenced view checks the run's owner epoch in every
     save's transaction (a stale save raises StaleOwnerError) and runs its ``on_save`` hook there."""
 
-    #: ``fenced`` takes ``run_changes``: the run's mirror rides on the fence's UPDATE (runs.legs uses it).
+    #: ``fenced`` takes ``run_changes``: the run's mirror rides on the fence's UPDATE (runs.execution.legs uses it).
     folds_run_changes = True
 
     def __init__(

@@ -12,13 +12,13 @@ from django.db.models import Max
 from django.utils import timezone
 
 from runs.errors import StaleOwnerError
-from runs.fencing import OwnerFence
+from runs.ownership.fencing import OwnerFence
 from runs.models import JournalEntry, Run
 from runs.runtime.codec import decode_value, encode_value
 from runs.runtime.types import StreamPart
 from runs.runtime.wire import JournalPage
-from runs.sealing import seal_text, unseal_text
-from runs.stores.db import _dispatch
+from runs.secrets.sealing import seal_text, unseal_text
+from runs.stores.sessions import _dispatch
 
 __all__ = ["DatabaseStreamStateStore", "part_decode"]
 
@@ -93,7 +93,7 @@ class DatabaseStreamStateStore:
     @staticmethod
     def encode_parts(parts: Sequence[StreamPart]) -> list[str]:
         """The journal texts of ``parts``, as stored (sealed when encryption keys are set): a writer that encodes
-        once hands them to the append and to the followers' notification (runs.journal)."""
+        once hands them to the append and to the followers' notification (runs.wire.writer)."""
         return [_encode_part(part) for part in parts]
 
     def _owned(self, run_id: str) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 """The run page's controls for an effect that needs review: a reviewer retries it, marks it committed with a
-receipt, or abandons it, from a plain form (templates/runs/_effect_resolve.html) calling runs.effects'
+receipt, or abandons it, from a plain form (templates/runs/_effect_resolve.html) calling runs.stores.ledger'
 service, then back to the run's page with what happened."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from runs.access import effect_is_resolvable_by
-from runs.effects import effect_resolve
+from runs.stores.ledger import effect_resolve
 from runs.errors import EffectNotFound, RunNotFound, RunNotResumable
 
 __all__ = ["effect_resolve_submit"]

@@ -6,7 +6,7 @@
   POST /api/effects/stop/                                   the stop switch: {"agent"?, "release"?, "reason"?}
 
 Its serializers live here, beside the views that use them. Domain errors become HTTP answers in
-runs.api.exceptions: an unknown run or effect is a 404, an effect that does not need review a 409.
+runs.api.error_handler: an unknown run or effect is a 404, an effect that does not need review a 409.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from rest_framework.views import APIView
 
 from runs.access import RESOLVE_EFFECTS, VIEW_EVERY_RUN, effect_is_resolvable_by
 from runs.api.outputs import ErrorSerializer
-from runs.effects import RESOLVE_ACTIONS, effect_resolve
+from runs.stores.ledger import RESOLVE_ACTIONS, effect_resolve
 from runs.errors import EffectNotFound, RunNotFound
 from runs.models import RUN_ID_VALIDATOR, Effect, EffectTransition
 from runs.presenters.metrics import effect_metrics
-from runs.stop_switch import effects_release, effects_stop
+from runs.services.stop_switch import effects_release, effects_stop
 
 __all__ = ["EffectResolveApi", "EffectStopApi", "MetricsApi"]
 

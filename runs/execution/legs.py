@@ -2,8 +2,8 @@
 
 This is where the layers meet: the leg passes the session store a save hook that, in each checkpoint's
 transaction, flushes the journal (a checkpoint is never ahead of the wire), mirrors step and usage onto the
-run, and does the approvals bookkeeping of a suspension. The worker's claim loop (runs.worker) and a
-follower continuing a dead run (runs.followers) both run legs through ``leg_execute``.
+run, and does the approvals bookkeeping of a suspension. The worker's claim loop (runs.execution.worker) and a
+follower continuing a dead run (runs.wire.followers) both run legs through ``leg_execute``.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from approvals.selectors import (
 from approvals.services import approval_checkpoint_saved
 from approvals.signing import approval_signer
 from runs.agents import AgentDefinition, LegContext, agent_build
-from runs.effects import DatabaseEffectLedger
-from runs.faults import fault_probe
-from runs.journal import JournalWriter
+from runs.stores.ledger import DatabaseEffectLedger
+from runs.execution.fault_probe import fault_probe
+from runs.wire.writer import JournalWriter
 from runs.models import Run
-from runs.retries import RetryPlan, model_error_failure, retry_plan, retry_policy_default
+from runs.agents.retries import RetryPlan, model_error_failure, retry_plan, retry_policy_default
 from runs.runtime import Deps, RunHalted
 from runs.runtime.durable import EffectsStopped
 from runs.runtime.codec import decode_value
@@ -41,15 +41,15 @@ from runs.runtime.durable import (
     StoreUnavailableError,
     resume_stream_from_checkpoint,
 )
-from runs.runtime.errors import ModelCallError
+from runs.runtime.exceptions import ModelCallError
 from runs.runtime.loops import stream_chat
 from runs.runtime.redact import redact
 from runs.runtime.results import GenerateTextResult
 from runs.runtime.stores import SavedCheckpoint
 from runs.runtime.usage import empty_usage
-from runs.secrets import service_secrets
+from runs.secrets.redaction import service_secrets
 from runs.selectors import run_latest_checkpoint_row
-from runs.services import (
+from runs.services.lifecycle import (
     Claim,
     run_cancel_requested,
     run_checkpoint_mirror,
@@ -57,7 +57,7 @@ from runs.services import (
     run_lease_renew,
     run_leg_finish,
 )
-from runs.stop_switch import EFFECTS_STOPPED_FINISH
+from runs.services.stop_switch import EFFECTS_STOPPED_FINISH
 from runs.stores import get_store
 
 __all__ = ["SUSPENSION_NOT_STORED", "leg_execute", "leg_secrets"]
@@ -76,7 +76,7 @@ def _suspension_is_stored(run_id: str) -> bool:
     return latest is not None and latest.status == "suspended"
 
 
-#: The secrets a leg redacts (runs.secrets, the one list).
+#: The secrets a leg redacts (runs.secrets.redaction, the one list).
 leg_secrets = service_secrets
 
 
@@ -112,7 +112,7 @@ class _Resuspension:
 
 
 class _SaveHook:
-    """The leg's save hook (``_Leg.on_save``), which can also run in a direct save (runs.stores.db's
+    """The leg's save hook (``_Leg.on_save``), which can also run in a direct save (runs.stores.sessions's
     DirectSaveHook): there it writes the journal's new parts and nothing else, so a checkpoint that opens or
     settles a suspension (approvals' bookkeeping, on the ORM) takes the ORM's path."""
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from runs.agents import agent_get
 from runs.models import EffectStopSwitch, Run
-from runs.notify import runs_notify
+from runs.ownership.wakeups import runs_notify
 from runs.runtime.effects import EFFECTS_STOPPED_REASON
 
 __all__ = [

@@ -1,6 +1,6 @@
 """`GET /api/runs/{run_id}/events/`: the resumable stream as Server-Sent Events (an async view under daphne).
 
-The follower core (runs.followers) decides everything; this view authenticates with Django REST framework's
+The follower core (runs.wire.followers) decides everything; this view authenticates with Django REST framework's
 own classes (``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]``: a token or the session) and writes frames.
 """
 
@@ -16,7 +16,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
-from runs.followers import Follow, FollowRefused, FrameKind, follow_open
+from runs.wire.followers import Follow, FollowRefused, FrameKind, follow_open
 from runs.runtime.codec import encode_value
 from runs.runtime.types import StreamPart
 

@@ -6,7 +6,7 @@ the run id is valid, exists and is readable by the user (404 for all three, so r
 whether the user has a stream left (429, ``DEUZ_MAX_STREAMS_PER_USER`` per process); a database that is down
 is a 503, worth a retry. Then it follows the journal (runs.runtime.wire.follow_journal), strips approval
 tokens for users who may not decide, and ends a failed follow with one redacted error part. Every read after
-the setup goes through runs.follower_reads, so followers hold no database connection of their own while they
+the setup goes through runs.wire.reads, so followers hold no database connection of their own while they
 wait.
 """
 
@@ -29,20 +29,20 @@ from django.core.exceptions import ValidationError
 from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
-from approvals.access import approval_is_decidable_by
+from approvals.roles import approval_is_decidable_by
 from runs.access import run_is_readable_by
-from runs.follower_reads import close_connections, follower_reads
-from runs.journal import run_group_name
+from runs.wire.reads import close_connections, follower_reads
+from runs.wire.writer import run_group_name
 from runs.models import RUN_ID_VALIDATOR, Run
-from runs.runtime.errors import StoreUnavailableError
+from runs.runtime.exceptions import StoreUnavailableError
 from runs.runtime.loops import error_part
 from runs.runtime.redact import redact
 from runs.runtime.types import StreamPart
 from runs.runtime.wire import DONE, IDLE, FollowState, JournalPage, follow_journal
-from runs.secrets import service_secrets
-from runs.services import run_claim
+from runs.secrets.redaction import service_secrets
+from runs.services.lifecycle import run_claim
 from runs.stores import get_store
-from runs.stores.journal import part_decode
+from runs.stores.streams import part_decode
 
 __all__ = [
     "DEFAULT_MAX_STREAMS_PER_USER",
@@ -76,7 +76,7 @@ def _journal_store():
     return get_store("streams")
 
 
-#: The secrets a follower redacts (runs.secrets, the one list).
+#: The secrets a follower redacts (runs.secrets.redaction, the one list).
 follower_secrets = service_secrets
 
 
@@ -265,8 +265,8 @@ class Follow:
 
     async def continue_run(self) -> None:
         """Claim the dead run exactly as a worker would (the lease is the one lock) and run its leg here."""
-        from runs.legs import leg_execute
-        from runs.worker import worker_id_default
+        from runs.execution.legs import leg_execute
+        from runs.execution.worker import worker_id_default
 
         follower_id = f"{worker_id_default()}:{self.kind}"
         claims = await self._run(_claim, follower_id, self.run_id)
@@ -352,7 +352,7 @@ class _RunTail:
             self.heard(message)
 
     def heard(self, message: dict[str, Any]) -> None:
-        """A journal notification (runs.journal.JournalWriter.notify): keep its parts, wake the followers."""
+        """A journal notification (runs.wire.writer.JournalWriter.notify): keep its parts, wake the followers."""
         self.messages += 1
         first, texts = message.get("first"), message.get("parts")
         if isinstance(first, int) and isinstance(texts, list):

@@ -3,8 +3,8 @@
 A transient failure (rate limit, overload, 5xx, timeout, dropped connection, stream cut) puts the run back in
 the queue with a ``retry_at`` (exponential backoff with jitter, the provider's ``retry-after`` honoured), and a
 later leg resumes it from its last checkpoint, so no finished step is repeated. Past the policy's attempts, and
-at once for authentication and bad-request errors, the run fails with the reason. The leg (runs.legs) plans the
-retry; run_leg_finish (runs.services) records it on the run.
+at once for authentication and bad-request errors, the run fails with the reason. The leg (runs.execution.legs) plans the
+retry; run_leg_finish (runs.services.lifecycle) records it on the run.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runs.runtime.errors import ModelCallError
+from runs.runtime.exceptions import ModelCallError
 from runs.runtime.redact import redact
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs import effect_views, views
+from runs.pages import effect_views, views
 
 urlpatterns = [
     path("", views.run_list_page, name="run-list"),

@@ -20,15 +20,15 @@ from django.utils import timezone
 
 from runs.agents import agent_get
 from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, StaleOwnerError
-from runs.fencing import OwnerFence
+from runs.ownership.fencing import OwnerFence
 from runs.models import Leg, Run
-from runs.notify import runs_notify
-from runs.retries import RetryPlan
+from runs.ownership.wakeups import runs_notify
+from runs.agents.retries import RetryPlan
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint, is_sub_agent_key
 from runs.runtime.types import AgentCheckpoint
 from runs.signals import run_cancelled, run_status_changed_on_commit
-from runs.stop_switch import EFFECTS_STOPPED_FINISH, effects_stop_reason
+from runs.services.stop_switch import EFFECTS_STOPPED_FINISH, effects_stop_reason
 
 __all__ = [
     "Claim",

@@ -1,4 +1,4 @@
-"""The worker: claims runs by lease and executes their legs (runs.legs) concurrently on one event loop;
+"""The worker: claims runs by lease and executes their legs (runs.execution.legs) concurrently on one event loop;
 ``EmbeddedWorkers`` hosts workers on threads inside the serving process."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from approvals.services import approval_expire_due
-from runs.faults import fault_probe
-from runs.legs import leg_execute
-from runs.notify import runs_listen, runs_wake_register
+from runs.execution.fault_probe import fault_probe
+from runs.execution.legs import leg_execute
+from runs.ownership.wakeups import runs_listen, runs_wake_register
 from runs.runtime.providers import aclose_clients
-from runs.services import Claim, run_claim
+from runs.services.lifecycle import Claim, run_claim
 
 __all__ = ["EmbeddedWorkers", "Worker", "run_worker", "worker_id_default"]
 
@@ -104,7 +104,7 @@ class Worker:
         return legs
 
     async def execute(self, claim: Claim) -> None:
-        """One leg of the claimed run (runs.legs)."""
+        """One leg of the claimed run (runs.execution.legs)."""
         await leg_execute(claim, fault=self.fault)
 
 

@@ -5,7 +5,7 @@ and the session store calls it inside every checkpoint transaction, so a checkpo
 ahead of the parts that led to it. Live followers are woken through a Channels group after each flush.
 
 The wake-up carries the parts committed since the last one, as the journal stores them (sealed when
-encryption keys are set), so a live follower needs no read of the journal per part (runs.followers): a
+encryption keys are set), so a live follower needs no read of the journal per part (runs.wire.followers): a
 part is in a notification only once its transaction committed (``transaction.on_commit`` inside a
 checkpoint's), and one too large to carry is left to a read.
 """

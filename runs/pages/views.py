@@ -16,12 +16,12 @@ from django.views.decorators.http import require_POST, require_safe
 
 from runs.access import run_is_cancellable_by, run_is_readable_by, runs_readable_by
 from runs.errors import RunNotFound, RunNotResumable
-from runs.forms import RunFilterForm
+from runs.pages.forms import RunFilterForm
 from runs.models import Run
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_first_request, run_list_outcome
 from runs.presenters.timeline import run_page_get, run_verdict_list
 from runs.selectors import run_get, run_list
-from runs.services import run_cancel
+from runs.services.lifecycle import run_cancel
 
 __all__ = ["run_cancel_page", "run_detail", "run_list_page", "run_live"]
 
