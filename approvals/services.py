@@ -1,23 +1,19 @@
-"""Writes for approvals: recording a run's requests, deciding them, expiring them, spending their tokens."""
+"""Writes for approvals: recording a run's requests, deciding them, expiring them, spending their tokens, and the
+role groups with their permissions."""
 
 from __future__ import annotations
 
-import os
-import secrets
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser, Group, Permission
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.roles import REVIEWERS_GROUP, ROLE_PERMISSIONS, SUPPORT_GROUP
+from approvals.roles import REVIEWERS_GROUP, ROLE_PERMISSIONS
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
-from approvals.signals import approvals_changed_on_commit
+from approvals.signals import approval_requests_changed_on_commit
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_state, approval_suspension_is_settled
 from approvals.signing import approval_signer
@@ -26,94 +22,15 @@ from runs.runtime.stores import SavedCheckpoint
 from runs.services.lifecycle import run_queue_after_verdicts
 
 __all__ = [
-    "DEMO_ROLES",
-    "DemoLogin",
-    "DemoRole",
     "approval_checkpoint_saved",
     "approval_decide",
     "approval_expire_due",
     "approval_requests_mark_used",
     "approval_requests_record",
     "approval_requests_withdraw",
-    "demo_users_ensure",
     "reviewers_group_ensure",
     "role_group_ensure",
 ]
-
-
-@dataclass(frozen=True)
-class DemoRole:
-    """One demo account of `manage.py serve` in DEBUG: its username, role, groups, and where its work is."""
-
-    username: str
-    role: str
-    groups: tuple[str, ...] = ()
-    is_staff: bool = False
-    is_superuser: bool = False
-    goes_to: str = "/runs/"
-    does: str = ""
-
-
-#: One demo user per role, in the order `manage.py serve` prints them.
-DEMO_ROLES = (
-    DemoRole("api-user", "plain API user", goes_to="/runs/",
-             does="starts runs through the API and reads, follows and cancels its own"),
-    DemoRole("support", "support", groups=(SUPPORT_GROUP,), is_staff=True, goes_to="/runs/",
-             does="reads every run and its timeline (and the admin's records); decides nothing"),
-    DemoRole("reviewer", "reviewer", groups=(REVIEWERS_GROUP,), is_staff=True, goes_to="/console/",
-             does="approves or denies the requests runs wait on"),
-    DemoRole("admin", "superuser", is_staff=True, is_superuser=True, goes_to="/admin/", does="may do everything"),
-)
-
-
-@dataclass(frozen=True)
-class DemoLogin:
-    """A demo account as created: the user, its password, and its role."""
-
-    user: AbstractUser
-    password: str
-    role: DemoRole
-
-
-def _demo_passwords_load_or_create(password_file: Path, usernames: list[str]) -> dict[str, str]:
-    """The passwords stored in ``password_file`` (one "username password" a line), minted for names missing."""
-    try:
-        lines = password_file.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        lines = []
-    passwords = dict(line.split(None, 1) for line in lines if len(line.split(None, 1)) == 2)
-    passwords = {name: password.strip() for name, password in passwords.items()}
-    if all(passwords.get(name) for name in usernames):
-        return passwords
-    for name in usernames:
-        passwords[name] = passwords.get(name) or secrets.token_urlsafe(12)
-    # 0o600: the file holds working logins; other local users must not read it.
-    fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as stream:
-        stream.writelines(f"{name} {password}\n" for name, password in passwords.items())
-    return passwords
-
-
-@transaction.atomic
-def demo_users_ensure(*, password_file: Path) -> list[DemoLogin]:
-    """Make one demo user per role (DEMO_ROLES) exist with its groups, flags and stored password.
-
-    Passwords live in a file rather than the database so they survive a database reset and stay the same
-    across restarts of `manage.py serve`; a password changed in the database is set back.
-    """
-    passwords = _demo_passwords_load_or_create(password_file, [role.username for role in DEMO_ROLES])
-    logins = []
-    for role in DEMO_ROLES:
-        user, _ = get_user_model().objects.get_or_create(username=role.username)
-        user.is_staff, user.is_superuser, user.is_active = role.is_staff, role.is_superuser, True
-        password = passwords[role.username]
-        if not user.check_password(password):
-            user.set_password(password)
-        user.full_clean()
-        user.save()
-        user.groups.set([role_group_ensure(name) for name in role.groups])
-        logins.append(DemoLogin(user=user, password=password, role=role))
-    return logins
 
 
 def role_group_ensure(name: str) -> Group:
@@ -148,7 +65,7 @@ def approval_requests_withdraw(*, run: Run, user: AbstractUser | None = None, **
         status=ApprovalRequest.Status.CANCELLED, decided_by=user, decided_at=timezone.now()
     )
     if withdrawn:
-        approvals_changed_on_commit(run_pk=run.pk)
+        approval_requests_changed_on_commit(run_pk=run.pk)
     return withdrawn
 
 
@@ -182,7 +99,7 @@ def approval_requests_record(*, revision: Checkpoint, requests: list[dict[str, A
                 expires_at=issued_at + max_age,
             )
         )
-    approvals_changed_on_commit(run_pk=run_pk)
+    approval_requests_changed_on_commit(run_pk=run_pk)
     return ApprovalRequest.objects.bulk_create(rows)
 
 
@@ -195,7 +112,7 @@ def approval_requests_mark_used(*, after: Checkpoint) -> int:
         .update(status=ApprovalRequest.Status.USED)
     )
     if used:
-        approvals_changed_on_commit(run_pk=after.run_id)
+        approval_requests_changed_on_commit(run_pk=after.run_id)
     return used
 
 
@@ -233,7 +150,7 @@ def approval_decide(
             request.full_clean()
             request.save()
             _queue_when_settled(run, request.revision_id)
-        approvals_changed_on_commit(run_pk=run.pk)
+        approval_requests_changed_on_commit(run_pk=run.pk)
     if expired:  # raised after commit, so the expiry itself is kept
         raise ApprovalNotDecidable("This request expired before it was decided.", status=ApprovalRequest.Status.EXPIRED)
     return request
@@ -267,5 +184,5 @@ def approval_expire_due() -> int:
             ):
                 count += 1
                 _queue_when_settled(request.run, request.revision_id)
-                approvals_changed_on_commit(run_pk=request.run_id)
+                approval_requests_changed_on_commit(run_pk=request.run_id)
     return count

@@ -1,32 +1,20 @@
-"""Live pages, approvals' side: the console's Channels group, and the notification sent when a run's approval
-requests change (recorded, decided, expired, withdrawn, used), once the change commits. Frames name what
-changed, never its data (approvals.consumers passes them to open pages, which fetch themselves again).
-
-  live.approvals    the reviewers' queue and request pages
-"""
+"""Domain events of approvals for the layers built on it (the live pages), which approvals itself never imports."""
 
 from __future__ import annotations
 
 from functools import partial
 
 from django.db import transaction
+from django.dispatch import Signal
 
-from runs.wire.live import live_send, run_live_group
-from runs.models import Run
+__all__ = ["approval_requests_changed", "approval_requests_changed_on_commit"]
 
-__all__ = ["APPROVALS_GROUP", "approvals_changed_on_commit"]
-
-APPROVALS_GROUP = "live.approvals"
-
-
-def approvals_changed_on_commit(*, run_pk: int) -> None:
-    """Tell the console and the run's pages that the run's approval requests changed, once the current
-    transaction commits."""
-    transaction.on_commit(partial(_approvals_notify, run_pk))
+#: Sent after the transaction that changed a run's approval requests (recorded, decided, expired, withdrawn,
+#: used) committed, with ``run_pk``.
+approval_requests_changed = Signal()
 
 
-def _approvals_notify(run_pk: int) -> None:
-    row = Run.objects.filter(pk=run_pk).values("run_id", "status").first()
-    if row is not None:
-        live_send([APPROVALS_GROUP, run_live_group(row["run_id"])],
-                  {"event": "approvals", "run_id": row["run_id"], "status": row["status"]})
+def approval_requests_changed_on_commit(*, run_pk: int) -> None:
+    """Send approval_requests_changed for the run once the current transaction commits (at once outside one), so
+    listeners never see a change that was rolled back."""
+    transaction.on_commit(partial(approval_requests_changed.send, sender=None, run_pk=run_pk))

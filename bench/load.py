@@ -167,7 +167,8 @@ def _check_books(report: LoadReport, followers: list[Follower], run_prefix: str)
     """Journal gaps, follower losses and repeats, duplicate payments, recovery times."""
     from django.db.models import Max, Min
 
-    from runs.models import JournalEntry, Leg, SandboxPayment
+    from demo.models import SandboxPayment
+    from runs.models import JournalEntry, Leg
 
     journals: dict[str, list[int]] = defaultdict(list)
     for run_id, seq in (JournalEntry.objects.filter(run__run_id__startswith=run_prefix, is_sentinel=False)

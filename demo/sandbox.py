@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from runs.models import SandboxCommand, SandboxPayment
+from demo.models import SandboxCommand, SandboxPayment
 
 __all__ = [
     "EXPENSES",

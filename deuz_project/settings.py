@@ -184,11 +184,12 @@ DEUZ_ANTHROPIC_PROMPT_CACHING = env_bool("DEUZ_ANTHROPIC_PROMPT_CACHING", defaul
 # Ask OpenAI-compatible servers for the usage chunk (stream_options); off for a server that rejects it.
 DEUZ_OPENAI_STREAM_USAGE = env_bool("DEUZ_OPENAI_STREAM_USAGE", default=True)
 
-# Where checkpoints ("sessions") and stream journals ("streams") live, same shape as CHANNEL_LAYERS: alias ->
-# BACKEND and OPTIONS. Every construction goes through runs.stores.get_store(alias).
+# Where checkpoints ("sessions"), stream journals ("streams") and the effect ledger ("effects") live, same shape
+# as CHANNEL_LAYERS: alias -> BACKEND and OPTIONS. Every construction goes through runs.stores.get_store(alias).
 DEUZ_STORES = {
     "sessions": {"BACKEND": "runs.stores.sessions.DatabaseSessionStore"},
     "streams": {"BACKEND": "runs.stores.streams.DatabaseStreamStateStore"},
+    "effects": {"BACKEND": "runs.stores.ledger.DatabaseEffectLedger"},
 }
 
 # Kill this process with SIGKILL at a named point (POINT[:N]) for crash tests; unset in production.
@@ -210,6 +211,8 @@ INSTALLED_APPS = [
     "channels",
     "runs.apps.RunsConfig",
     "approvals.apps.ApprovalsConfig",
+    # The demo agents' sandboxes and demo users: nothing of the product depends on it.
+    "demo.apps.DemoConfig",
 ]
 
 # WhiteNoise sits right after SecurityMiddleware: daphne serves no static files itself, and static files keep

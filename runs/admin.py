@@ -18,7 +18,7 @@ from django.utils.html import format_html, format_html_join
 from approvals.roles import approval_is_decidable_by
 from runs.access import effect_is_resolvable_by
 from runs.agents import agent_names
-from runs.stores.ledger import effect_resolve, effect_transition_list
+
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError
 from runs.models import (
     Checkpoint,
@@ -29,15 +29,15 @@ from runs.models import (
     Leg,
     Run,
     RunMessage,
-    SandboxCommand,
-    SandboxPayment,
 )
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_list_outcome
 from runs.runtime.codec import encode_value
 from runs.secrets.sealing import unseal
+from runs.selectors import effect_transition_list
 from runs.services.lifecycle import run_cancel, run_requeue
+from runs.services.resolution import effect_resolve
 from runs.services.stop_switch import effects_release, effects_stop
-from runs.stores import get_store
+from runs.stores.sessions import checkpoint_from_row
 
 TOKEN_PREVIEW_LENGTH = 12  # hex digits of the digest
 #: What stands for an approval token to a user who may not decide: not even its start.
@@ -202,7 +202,7 @@ class CheckpointAdmin(ReadOnlyAdmin):
 
     def _decoded(self, checkpoint: Checkpoint, *, preview: bool) -> str:
         try:
-            value = get_store("sessions").checkpoint_from_row(checkpoint)
+            value = checkpoint_from_row(checkpoint)
         except SealedDataError as exc:
             return format_html("<em>{}</em>", str(exc))
         text = json.dumps(_redact_tokens(encode_value(value), preview=preview), ensure_ascii=False, indent=2)
@@ -401,12 +401,6 @@ class EffectStopSwitchAdmin(admin.ModelAdmin):
         self.message_user(request, f"Released; {queued} held run(s) queued to continue.", messages.SUCCESS)
 
 
-@admin.register(SandboxCommand)
-class SandboxCommandAdmin(ReadOnlyAdmin):
-    list_display = ["command", "operation_id", "exit_code", "created_at"]
-    search_fields = ["command", "operation_id"]
-
-
 @admin.register(RunMessage)
 class RunMessageAdmin(ReadOnlyAdmin):
     list_display = ["session_key", "position", "run", "size"]
@@ -421,10 +415,3 @@ class RunMessageAdmin(ReadOnlyAdmin):
             return f"{len(unseal(message.data))} bytes"
         except SealedDataError:
             return "sealed (no key opens it)"
-
-
-@admin.register(SandboxPayment)
-class SandboxPaymentAdmin(ReadOnlyAdmin):
-    list_display = ["transaction_id", "operation_id", "fingerprint", "created_at"]
-    search_fields = ["transaction_id", "operation_id"]
-    date_hierarchy = "created_at"

@@ -8,8 +8,10 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self) -> None:
+        from approvals.signals import approval_requests_changed
         from runs import checks  # noqa: F401  (registers the system checks)
-        from runs.wire.live import run_status_notify
         from runs.signals import run_status_changed
+        from runs.wire.live import approvals_notify, run_status_notify
 
         run_status_changed.connect(run_status_notify, dispatch_uid="runs.wire.live.status")
+        approval_requests_changed.connect(approvals_notify, dispatch_uid="runs.wire.live.approvals")

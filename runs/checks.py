@@ -26,6 +26,7 @@ def check_agents(app_configs=None, **kwargs):
 STORE_CONTRACTS = {
     "sessions": ("save", "load", "aload", "fenced", "checkpoint_list", "delete", "list"),
     "streams": ("append", "read", "fenced", "last_seq"),
+    "effects": ("get", "open", "advance", "stopped_reason", "fenced"),
 }
 
 

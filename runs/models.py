@@ -18,8 +18,6 @@ __all__ = [
     "RUN_ID_VALIDATOR",
     "Run",
     "RunMessage",
-    "SandboxCommand",
-    "SandboxPayment",
 ]
 
 RUN_ID_VALIDATOR = RegexValidator(
@@ -187,26 +185,6 @@ class Checkpoint(models.Model):
         return f"{self.session_key}#{self.step_index}"
 
 
-class SandboxPayment(models.Model):
-    """The demo payment provider's own books (outside the agent's ledger): one row per operation id."""
-
-    operation_id = models.CharField(max_length=300, unique=True)
-    fingerprint = models.CharField(max_length=64)
-    request = models.JSONField()
-    transaction_id = models.CharField(max_length=40)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.transaction_id} ({self.operation_id})"
-
-    def receipt(self) -> dict:
-        return {"transaction_id": self.transaction_id, "operation_id": self.operation_id, **self.request,
-                "status": "committed"}
-
-
 class Effect(models.Model):
     """The effect ledger: one row per operation of an effectful tool, written before the tool is called.
 
@@ -309,27 +287,6 @@ class EffectStopSwitch(models.Model):
 
     def __str__(self) -> str:
         return f"{'effects of ' + self.agent if self.agent else 'every effect'}: {'stopped' if self.is_on else 'on'}"
-
-
-class SandboxCommand(models.Model):
-    """The demo shell sandbox's own log (outside the agent's ledger): one row per command it ran. Not unique per
-    operation: like a real shell it would run a repeat again, so a duplicate would show here."""
-
-    operation_id = models.CharField(max_length=500, db_index=True)
-    command = models.TextField()
-    exit_code = models.IntegerField()
-    output = models.TextField()
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"{self.command} ({self.operation_id})"
-
-    def result(self) -> dict:
-        return {"command": self.command, "exit_code": self.exit_code, "output": self.output,
-                "operation_id": self.operation_id}
 
 
 class JournalEntry(models.Model):

@@ -1,5 +1,5 @@
-"""Reads for runs: one run, lists, legs, effects, checkpoint history. Plain reads only; what people are shown
-(states, timelines, receipts) is composed in runs.presenters."""
+"""Reads for runs: one run, lists, legs, effects and their transitions, the stop switches, checkpoint history.
+Plain reads only; what people are shown (states, timelines, receipts) is composed in runs.presenters."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from typing import Any
 from django.db.models import QuerySet
 
 from runs.errors import RunNotFound
-from runs.models import Checkpoint, Effect, Leg, Run
+from runs.models import Checkpoint, Effect, EffectStopSwitch, EffectTransition, Leg, Run
 from runs.runtime.codec import decode_value
 from runs.runtime.types import AgentCheckpoint
 from runs.stores import get_store
 
 __all__ = [
+    "effect_transition_list",
+    "effects_stop_list",
     "run_checkpoint_list",
     "run_checkpoint_rows",
     "run_effect_list",
@@ -104,3 +106,13 @@ def run_effect_list(*, run: Run) -> list[dict[str, Any]]:
 def run_journal_count(*, run: Run) -> int:
     """How many parts the run's journal holds."""
     return run.journal.filter(is_sentinel=False).count()
+
+
+def effect_transition_list(*, effect: Effect) -> list[EffectTransition]:
+    """The effect's transitions, oldest first: its evidence for people."""
+    return list(effect.transitions.select_related("user").order_by("id"))
+
+
+def effects_stop_list() -> QuerySet[EffectStopSwitch]:
+    """The stop switches that are on: the global one first (its agent is blank)."""
+    return EffectStopSwitch.objects.filter(is_on=True).select_related("changed_by").order_by("agent")

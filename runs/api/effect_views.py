@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from runs.access import RESOLVE_EFFECTS, VIEW_EVERY_RUN, effect_is_resolvable_by
 from runs.api.outputs import ErrorSerializer
-from runs.stores.ledger import RESOLVE_ACTIONS, effect_resolve
+from runs.services.resolution import RESOLVE_ACTIONS, effect_resolve
 from runs.errors import EffectNotFound, RunNotFound
 from runs.models import RUN_ID_VALIDATOR, Effect, EffectTransition
 from runs.presenters.metrics import effect_metrics

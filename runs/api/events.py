@@ -16,6 +16,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
+from runs.execution.continuation import run_continue
 from runs.wire.followers import Follow, FollowRefused, FrameKind, follow_open
 from runs.runtime.codec import encode_value
 from runs.runtime.types import StreamPart
@@ -57,7 +58,8 @@ async def run_events(request: HttpRequest, run_id: str):
                             headers={"Allow": "GET"})
     raw_cursor = request.headers.get("Last-Event-ID") or request.GET.get("cursor")
     try:
-        follow = await follow_open(run_id=run_id, cursor=raw_cursor, authenticate=_authenticator(request), kind="sse")
+        follow = await follow_open(run_id=run_id, cursor=raw_cursor, authenticate=_authenticator(request), kind="sse",
+                                   continuation=run_continue)
     except FollowRefused as refusal:
         response = JsonResponse({"detail": refusal.detail}, status=refusal.status)
         if refusal.status == 401 and (challenge := _www_authenticate(request)):

@@ -26,7 +26,6 @@ from approvals.selectors import (
 from approvals.services import approval_checkpoint_saved
 from approvals.signing import approval_signer
 from runs.agents import AgentDefinition, LegContext, agent_build
-from runs.stores.ledger import DatabaseEffectLedger
 from runs.execution.fault_probe import fault_probe
 from runs.wire.writer import JournalWriter
 from runs.models import Run
@@ -57,8 +56,9 @@ from runs.services.lifecycle import (
     run_lease_renew,
     run_leg_finish,
 )
-from runs.services.stop_switch import EFFECTS_STOPPED_FINISH
+from runs.stores.ledger import EFFECTS_STOPPED_FINISH
 from runs.stores import get_store
+from runs.stores.sessions import RunMirroringSessionStore
 
 __all__ = ["SUSPENSION_NOT_STORED", "leg_execute", "leg_secrets"]
 
@@ -163,7 +163,7 @@ class _Leg:
         """The leg's fenced session store with its save hook (the benchmarks build theirs here, to measure this).
         A store that can fold the run's mirror into its fence's UPDATE does, saving a statement per save."""
         sessions = get_store("sessions")
-        self.mirror_folded = bool(getattr(sessions, "folds_run_changes", False))
+        self.mirror_folded = isinstance(sessions, RunMirroringSessionStore) and sessions.folds_run_changes
         hook = _SaveHook(self)
         if self.mirror_folded:
             return sessions.fenced(
@@ -191,8 +191,8 @@ class _Leg:
             approval_signer=approval_signer(),
             approval_max_age_ms=settings.DEUZ_APPROVAL_MAX_AGE_SECONDS * 1000,
             signal=self.signal,
-            effect_ledger=DatabaseEffectLedger(run_id=run.run_id, epoch=claim.epoch, agent=run.agent,
-                                               worker_id=run.worker_id),
+            effect_ledger=get_store("effects").fenced(run.run_id, claim.epoch, agent=run.agent,
+                                                      worker_id=run.worker_id),
             deps=Deps(fault=self.fault, secrets=leg_secrets(), logger=logging.getLogger("deuz.runtime")),
         )
         checkpoint = await store.aload(run.run_id)

@@ -2,12 +2,12 @@
 
 from django.urls import path
 
-from runs.pages import effect_views, views
+from runs.pages import views
 
 urlpatterns = [
     path("", views.run_list_page, name="run-list"),
     path("<str:run_id>/", views.run_detail, name="run-detail"),
     path("<str:run_id>/cancel/", views.run_cancel_page, name="run-cancel"),
-    path("<str:run_id>/effects/<str:operation_id>/resolve/", effect_views.effect_resolve_submit,
+    path("<str:run_id>/effects/<str:operation_id>/resolve/", views.effect_resolve_submit,
          name="run-effect-resolve"),
 ]

@@ -1,4 +1,6 @@
-"""Server-rendered pages about runs: the list, one run's timeline, the live transcript, and cancelling.
+"""Server-rendered pages about runs: the list, one run's timeline, the live transcript, cancelling, and a
+reviewer's controls for an effect that needs review (retry it, mark it committed with a receipt, or abandon it,
+from a plain form in templates/runs/_effect_resolve.html).
 
 Who sees what is runs.access: support staff and reviewers read every run, everyone else their own; a run the
 user may not read answers 404, so run ids cannot be probed.
@@ -6,24 +8,27 @@ user may not read answers 404, so run ids cannot be probed.
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from runs.access import run_is_cancellable_by, run_is_readable_by, runs_readable_by
-from runs.errors import RunNotFound, RunNotResumable
+from runs.access import effect_is_resolvable_by, run_is_cancellable_by, run_is_readable_by, runs_readable_by
+from runs.errors import EffectNotFound, RunNotFound, RunNotResumable
 from runs.pages.forms import RunFilterForm
 from runs.models import Run
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_first_request, run_list_outcome
 from runs.presenters.timeline import run_page_get, run_verdict_list
 from runs.selectors import run_get, run_list
 from runs.services.lifecycle import run_cancel
+from runs.services.resolution import effect_resolve
 
-__all__ = ["run_cancel_page", "run_detail", "run_list_page", "run_live"]
+__all__ = ["effect_resolve_submit", "run_cancel_page", "run_detail", "run_list_page", "run_live"]
 
 RUNS_PER_PAGE = 50
 
@@ -97,3 +102,30 @@ def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
     transport = "websocket" if request.GET.get("transport") == "websocket" else "sse"
     return render(request, "runs/live.html", {"run": run, "transport": transport,
                                               "verdicts": run_verdict_list(run=run)})
+
+
+@login_required
+@require_POST
+def effect_resolve_submit(request: HttpRequest, run_id: str, operation_id: str) -> HttpResponse:
+    """Resolve one effect as the signed-in reviewer; any refusal is shown on the run's page, never a 500."""
+    if not effect_is_resolvable_by(user=request.user):
+        raise PermissionDenied("Resolving effects needs the reviewer permission.")
+    receipt, text = None, request.POST.get("receipt", "").strip()
+    try:
+        if text:
+            try:
+                receipt = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValidationError({"receipt": [f"The receipt is not JSON: {exc.msg}."]}) from None
+        effect = effect_resolve(run_id=run_id, operation_id=operation_id, action=request.POST.get("action", ""),
+                                reason=request.POST.get("reason", ""), receipt=receipt, user=request.user)
+    except EffectNotFound:
+        raise Http404("No such effect.") from None
+    except RunNotFound:
+        raise Http404("No such run.") from None
+    except (ValidationError, RunNotResumable) as exc:
+        messages.error(request, "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc))
+    else:
+        messages.success(request, f"{effect.tool_name} {effect.operation_id}: resolved, now "
+                                  f"{effect.get_status_display().lower()}.")
+    return redirect("run-detail", run_id=run_id)

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from runs.models import Effect, EffectTransition
-from runs.services.stop_switch import effects_stop_list
+from runs.selectors import effects_stop_list
 
 __all__ = ["effect_metrics"]
 

@@ -28,7 +28,7 @@ from runs.selectors import (
     run_journal_count,
     run_leg_list,
 )
-from runs.stores import get_store
+from runs.stores.sessions import checkpoint_from_row
 
 __all__ = [
     "Evidence",
@@ -224,10 +224,9 @@ def _histories(run: Run, rows: list[Checkpoint]) -> _Histories:
     for row in rows:
         found.rows.setdefault(row.session_key, []).append(row)
         newest[row.session_key] = row
-    store = get_store("sessions")
     for key, row in newest.items():
         try:
-            found.latest[key] = store.checkpoint_from_row(row)
+            found.latest[key] = checkpoint_from_row(row)
         except SealedDataError:  # sealed with a key this process lacks: the page says so, nothing is guessed
             found.unreadable.append(key)
     return found

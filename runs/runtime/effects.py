@@ -215,8 +215,9 @@ class InMemoryEffectLedger:
         self._owners[run_id] = self._owners.get(run_id, 0) + 1
         return self._owners[run_id]
 
-    def fenced(self, run_id: str, epoch: int) -> InMemoryEffectLedger:
-        """A view of this ledger that writes only while ``epoch`` owns ``run_id``."""
+    def fenced(self, run_id: str, epoch: int, **context: Any) -> InMemoryEffectLedger:
+        """A view of this ledger that writes only while ``epoch`` owns ``run_id`` (a database ledger's ``context``,
+        the agent and the worker, is not kept here)."""
         view = InMemoryEffectLedger.__new__(InMemoryEffectLedger)
         view._entries, view._owners, view._stop, view.clock = self._entries, self._owners, self._stop, self.clock
         view.fence = (run_id, epoch)

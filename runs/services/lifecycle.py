@@ -28,7 +28,7 @@ from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint, is_sub_agent_key
 from runs.runtime.types import AgentCheckpoint
 from runs.signals import run_cancelled, run_status_changed_on_commit
-from runs.services.stop_switch import EFFECTS_STOPPED_FINISH, effects_stop_reason
+from runs.stores.ledger import EFFECTS_STOPPED_FINISH, effects_stop_reason
 
 __all__ = [
     "Claim",

@@ -2,7 +2,8 @@
 its recovery receipt is kept on the run, so what happened stays answerable (`runs export`, the run page).
 
 Runs are pruned a batch at a time, each in its own transaction, so a long prune holds no lock for long and can
-be stopped and started again. Legs, effects (the ledger) and approval requests (the audit trail) are kept.
+be stopped and started again. Legs, effects (the ledger) and approval requests (the audit trail) are kept. What
+the receipt says is composed above runs (runs.presenters.receipt, from runs and approvals): the caller passes it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from runs.models import Checkpoint, JournalEntry, Run, RunMessage
-from runs.presenters.receipt import run_receipt
 
 __all__ = ["PruneProgress", "runs_prunable", "runs_prune"]
 
@@ -50,17 +50,18 @@ def _counts(run_pks: list[int]) -> tuple[int, int, int]:
 
 
 def runs_prune(
-    *, older_than_days: int, dry_run: bool = False, batch_size: int = 100,
+    *, older_than_days: int, receipt: Callable[[Run], dict], dry_run: bool = False, batch_size: int = 100,
     on_progress: Callable[[PruneProgress], None] = lambda progress: None,
 ) -> PruneProgress:
-    """Prune every prunable run, ``batch_size`` runs a transaction, reporting after each batch. With
-    ``dry_run`` nothing is removed and the counts are what would be."""
+    """Prune every prunable run, ``batch_size`` runs a transaction, reporting after each batch; each pruned run
+    keeps ``receipt(run)`` (its recovery receipt as it stands). With ``dry_run`` nothing is removed and the
+    counts are what would be."""
     if older_than_days < 0:
         raise ValueError("older_than_days must be 0 or more.")
     total = runs_prunable(older_than_days=older_than_days).count()
     done, parts, checkpoints, messages = 0, 0, 0, 0
     for batch in _batches(older_than_days, batch_size, dry_run=dry_run):
-        counted = _counts(batch) if dry_run else _prune(batch)
+        counted = _counts(batch) if dry_run else _prune(batch, receipt)
         done += len(batch)
         parts, checkpoints, messages = parts + counted[0], checkpoints + counted[1], messages + counted[2]
         on_progress(PruneProgress(done, total, parts, checkpoints, messages))
@@ -80,14 +81,14 @@ def _batches(older_than_days: int, batch_size: int, *, dry_run: bool) -> Iterato
 
 
 @transaction.atomic
-def _prune(run_pks: list[int]) -> tuple[int, int, int]:
+def _prune(run_pks: list[int], receipt: Callable[[Run], dict]) -> tuple[int, int, int]:
     now, pruned = timezone.now(), []
     locked = Run.objects.select_for_update(of=("self",)).select_related("created_by", "cancelled_by")
     for run in locked.filter(pk__in=run_pks):
         if run.status not in FINISHED or run.pruned_at is not None:
             continue  # it moved on (an operator resumed it) since the batch was read
-        receipt = json.dumps(run_receipt(run), ensure_ascii=False)
-        Run.objects.filter(pk=run.pk).update(pruned_at=now, pruned_receipt=receipt)
+        kept = json.dumps(receipt(run), ensure_ascii=False)
+        Run.objects.filter(pk=run.pk).update(pruned_at=now, pruned_receipt=kept)
         pruned.append(run.pk)
     counts = _counts(pruned)
     JournalEntry.objects.filter(run_id__in=pruned).delete()

@@ -11,24 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from runs.agents import agent_get
 from runs.models import EffectStopSwitch, Run
 from runs.ownership.wakeups import runs_notify
-from runs.runtime.effects import EFFECTS_STOPPED_REASON
+from runs.stores.ledger import EFFECTS_STOPPED_FINISH
 
-__all__ = [
-    "EFFECTS_STOPPED_FINISH",
-    "effects_release",
-    "effects_stop",
-    "effects_stop_list",
-    "effects_stop_reason",
-]
-
-#: The finish reason of a leg that suspended because effects are stopped.
-EFFECTS_STOPPED_FINISH = "effects-stopped"
+__all__ = ["effects_release", "effects_stop"]
 
 
 def _user_or_none(user: Any) -> Any:
@@ -69,15 +59,3 @@ def effects_release(*, agent: str | None = None, user: Any = None) -> int:
     if queued:
         transaction.on_commit(runs_notify)
     return queued
-
-
-def effects_stop_reason(*, agent: str) -> str | None:
-    """Why ``agent``'s runs may not start a new effect now, or None."""
-    if EffectStopSwitch.objects.filter(Q(agent="") | Q(agent=agent), is_on=True).exists():
-        return EFFECTS_STOPPED_REASON
-    return None
-
-
-def effects_stop_list() -> QuerySet[EffectStopSwitch]:
-    """The switches that are on: the global one first (its agent is blank)."""
-    return EffectStopSwitch.objects.filter(is_on=True).select_related("changed_by").order_by("agent")

@@ -23,11 +23,12 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 from asgiref.sync import sync_to_async
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from runs.errors import StaleOwnerError
@@ -39,10 +40,14 @@ from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
 from runs.runtime.types import AgentCheckpoint
 from runs.secrets.sealing import seal, unseal
 from runs.stores import direct
+from runs.stores.dispatch import dispatch
 
 _PLAIN_BYTE = ord("p")  # runs.secrets.sealing's marker of unsealed data
 
-__all__ = ["DatabaseSessionStore", "DirectHookWork", "DirectSaveHook", "RunChanges", "root_run_id"]
+__all__ = [
+    "DatabaseSessionStore", "DirectHookWork", "DirectSaveHook", "RunChanges", "RunMirroringSessionStore",
+    "checkpoint_from_row", "root_run_id",
+]
 
 #: Fields of the run a save sets in its fence's UPDATE (a leg mirrors step and usage there), from the checkpoint.
 RunChanges = Callable[[AgentCheckpoint], dict[str, Any]]
@@ -84,15 +89,6 @@ def _decode_chain(stored: list[Any]) -> list[Any]:
             if b'"$' in bytes(plain):
                 values[index] = decode_value(values[index])
     return values
-
-
-def _dispatch(function: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call the sync ORM directly, or hand back an awaitable when an event loop runs in this thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return function(*args, **kwargs)
-    return sync_to_async(function)(*args, **kwargs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,13 +167,13 @@ class DatabaseSessionStore:
         return self.aload(run_id)
 
     def delete(self, run_id: str) -> Any:
-        return _dispatch(self.delete_sync, run_id)
+        return dispatch(self.delete_sync, run_id)
 
     def list(self) -> Any:
-        return _dispatch(self.list_sync)
+        return dispatch(self.list_sync)
 
     def checkpoint_list(self, run_id: str, *, include_sub_agents: bool = False) -> Any:
-        return _dispatch(self.checkpoint_list_sync, run_id, include_sub_agents)
+        return dispatch(self.checkpoint_list_sync, run_id, include_sub_agents)
 
     async def asave(self, checkpoint: AgentCheckpoint) -> None:
         await self.save(checkpoint)
@@ -524,37 +520,59 @@ class DatabaseSessionStore:
         return checkpoint
 
     def checkpoint_from_row(self, row: Checkpoint, cursor: Any = None) -> AgentCheckpoint:
-        """The AgentCheckpoint a stored row holds, full history included (read with ``cursor`` when given)."""
+        """``checkpoint_from_row``, with the history this view wrote or read last taken from its memory."""
         known = self._heads.get(row.session_key)
         if known is not None and known.messages is not None and known.head_id == row.head_id:
-            messages = list(known.messages)  # this view wrote or read that very history
-        else:
-            messages = _decode_chain([data for _, _, data in _chain_rows(row.session_key, row.head_id, cursor)])
-        checkpoint: AgentCheckpoint = {
-            "version": 1,
-            "run_id": row.session_key,
-            "step_id": row.step_id,
-            "step_index": row.step_index,
-            "status": row.status,  # type: ignore[typeddict-item]
-            "messages": messages,
-            "usage": row.usage,
-            "created_at": row.created_at_ms,
-        }
-        if row.pending_approvals is not None:
-            checkpoint["pending_approvals"] = _decode(unseal(row.pending_approvals))
-        if row.agent_path:
-            checkpoint["agent_path"] = list(row.agent_path)
-        return checkpoint
+            return _checkpoint_of(row, list(known.messages))
+        return checkpoint_from_row(row, cursor)
 
     def checkpoint_list_sync(self, run_id: str, include_sub_agents: bool = False) -> list[AgentCheckpoint]:
-        """Every stored checkpoint of ``run_id``, oldest first, as AgentCheckpoint dicts (time travel)."""
-        rows = Checkpoint.objects.filter(run__run_id=run_id).order_by("id")
-        if not include_sub_agents:
-            rows = rows.filter(session_key=run_id)
+        """Every stored checkpoint of ``run_id`` (a run's or a sub-agent's key), oldest first, as AgentCheckpoint
+        dicts (time travel); with ``include_sub_agents`` those of the sub-agents under it too."""
+        rows = Checkpoint.objects.filter(run__run_id=root_run_id(run_id)).order_by("id")
+        mine = Q(session_key=run_id)
+        rows = rows.filter(mine | Q(session_key__startswith=f"{run_id}::") if include_sub_agents else mine)
         return [self.checkpoint_from_row(row) for row in rows]
 
     def list_sync(self) -> list[str]:
         return list(Checkpoint.objects.order_by().values_list("session_key", flat=True).distinct())
+
+
+def checkpoint_from_row(row: Checkpoint, cursor: Any = None) -> AgentCheckpoint:
+    """The AgentCheckpoint a stored Checkpoint row holds, full history included (read with ``cursor`` when given):
+    how the pages and the admin read the database's records, whatever store the ``sessions`` alias names."""
+    return _checkpoint_of(row, _decode_chain([data for _, _, data in _chain_rows(row.session_key, row.head_id, cursor)]))
+
+
+def _checkpoint_of(row: Checkpoint, messages: list[Any]) -> AgentCheckpoint:
+    checkpoint: AgentCheckpoint = {
+        "version": 1,
+        "run_id": row.session_key,
+        "step_id": row.step_id,
+        "step_index": row.step_index,
+        "status": row.status,  # type: ignore[typeddict-item]
+        "messages": messages,
+        "usage": row.usage,
+        "created_at": row.created_at_ms,
+    }
+    if row.pending_approvals is not None:
+        checkpoint["pending_approvals"] = _decode(unseal(row.pending_approvals))
+    if row.agent_path:
+        checkpoint["agent_path"] = list(row.agent_path)
+    return checkpoint
+
+
+@runtime_checkable
+class RunMirroringSessionStore(Protocol):
+    """A session store whose fenced views fold the run's mirror (its step and usage, from each root checkpoint)
+    into the fence's UPDATE, saving a statement per save: ``fenced`` takes ``run_changes``. The database store is
+    one; a leg gives any other store its mirror through the save hook (runs.execution.legs)."""
+
+    folds_run_changes: bool
+
+    def fenced(
+        self, run_id: str, epoch: int, *, on_save: SaveHook | None = None, run_changes: RunChanges | None = None
+    ) -> Any: ...
 
 
 @dataclass(slots=True)

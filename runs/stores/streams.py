@@ -18,7 +18,7 @@ from runs.runtime.codec import decode_value, encode_value
 from runs.runtime.types import StreamPart
 from runs.runtime.wire import JournalPage
 from runs.secrets.sealing import seal_text, unseal_text
-from runs.stores.sessions import _dispatch
+from runs.stores.dispatch import dispatch
 
 __all__ = ["DatabaseStreamStateStore", "part_decode"]
 
@@ -39,13 +39,13 @@ class DatabaseStreamStateStore:
         self, stream_id: str, parts: Sequence[StreamPart], *, end_leg: bool = False, first_seq: int | None = None,
         encoded: Sequence[str] | None = None,
     ) -> Any:
-        return _dispatch(self.append_sync, stream_id, parts, end_leg, first_seq=first_seq, encoded=encoded)
+        return dispatch(self.append_sync, stream_id, parts, end_leg, first_seq=first_seq, encoded=encoded)
 
     def read(self, stream_id: str, *, after: int = -1, limit: int = 1000) -> Any:
-        return _dispatch(self.read_sync, stream_id, after, limit)
+        return dispatch(self.read_sync, stream_id, after, limit)
 
     def last_seq(self, stream_id: str) -> Any:
-        return _dispatch(self.last_seq_sync, stream_id)
+        return dispatch(self.last_seq_sync, stream_id)
 
     # ------------------------------------------------------------------ writes
 

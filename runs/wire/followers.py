@@ -8,6 +8,10 @@ is a 503, worth a retry. Then it follows the journal (runs.runtime.wire.follow_j
 tokens for users who may not decide, and ends a failed follow with one redacted error part. Every read after
 the setup goes through runs.wire.reads, so followers hold no database connection of their own while they
 wait.
+
+A follower that finds the run's producer gone continues the run through the ``continuation`` its door gives it
+(runs.execution.continuation: claim the run as a worker would, and run its leg on this event loop); the wire
+itself never runs a leg, so it sits below the legs that write to it.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import logging
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +36,7 @@ from django.utils import timezone
 from approvals.roles import approval_is_decidable_by
 from runs.access import run_is_readable_by
 from runs.wire.reads import close_connections, follower_reads
-from runs.wire.writer import run_group_name
+from runs.wire.groups import run_stream_group
 from runs.models import RUN_ID_VALIDATOR, Run
 from runs.runtime.exceptions import StoreUnavailableError
 from runs.runtime.loops import error_part
@@ -40,12 +44,12 @@ from runs.runtime.redact import redact
 from runs.runtime.types import StreamPart
 from runs.runtime.wire import DONE, IDLE, FollowState, JournalPage, follow_journal
 from runs.secrets.redaction import service_secrets
-from runs.services.lifecycle import run_claim
 from runs.stores import get_store
 from runs.stores.streams import part_decode
 
 __all__ = [
     "DEFAULT_MAX_STREAMS_PER_USER",
+    "Continuation",
     "Follow",
     "FollowRefused",
     "Frame",
@@ -67,8 +71,9 @@ _TRANSIENT = (OperationalError, InterfaceError, StoreUnavailableError, Connectio
 
 _PAGE = 500  # parts per journal read
 
-# Continuation legs started by followers, kept referenced so they outlive the request that started them.
-_continuations: set[asyncio.Task[None]] = set()
+#: How a follower gets a dead run continued: ``continuation(run_id, kind=..., call=...)``, where ``call(function,
+#: *args)`` runs a blocking function the way the follower runs its own reads.
+Continuation = Callable[..., Awaitable[None]]
 
 
 def _journal_store():
@@ -163,16 +168,20 @@ def _setup(run_id: str, cursor: str | None, authenticate: Callable[[], Any]) -> 
             close_connections()
 
 
-async def follow_open(*, run_id: str, cursor: str | None, authenticate: Callable[[], Any], kind: str) -> Follow:
+async def follow_open(
+    *, run_id: str, cursor: str | None, authenticate: Callable[[], Any], kind: str,
+    continuation: Continuation | None = None,
+) -> Follow:
     """A Follow of ``run_id`` for the user ``authenticate()`` answers (a blocking call, run on a thread), or
-    FollowRefused. The Follow holds one of the user's streams until it is closed."""
+    FollowRefused. The Follow holds one of the user's streams until it is closed. Without a ``continuation`` a
+    dead run is only waited for (another process continues it)."""
     try:
         grant = await sync_to_async(_setup)(run_id, cursor, authenticate)
     except _TRANSIENT as exc:
         logger.warning("A follower of run %s could not start: %s", run_id[:200], type(exc).__name__)
         raise FollowRefused(503, "The database is unavailable; try again shortly.") from None
     _slots.take(grant.user_pk)
-    return Follow(run_id=run_id, grant=grant, kind=kind)
+    return Follow(run_id=run_id, grant=grant, kind=kind, continuation=continuation)
 
 
 class FrameKind(enum.Enum):
@@ -193,8 +202,9 @@ class Frame:
 class Follow:
     """One follower of one run: its frames from the cursor to the end of the turn, then closed."""
 
-    def __init__(self, *, run_id: str, grant: _Grant, kind: str) -> None:
+    def __init__(self, *, run_id: str, grant: _Grant, kind: str, continuation: Continuation | None = None) -> None:
         self.run_id = run_id
+        self.continuation = continuation
         self.cursor = grant.cursor
         self.may_see_tokens = grant.may_see_tokens
         self.kind = kind
@@ -264,18 +274,10 @@ class Follow:
         return await self._run(_follow_state, self.run_id)
 
     async def continue_run(self) -> None:
-        """Claim the dead run exactly as a worker would (the lease is the one lock) and run its leg here."""
-        from runs.execution.legs import leg_execute
-        from runs.execution.worker import worker_id_default
-
-        follower_id = f"{worker_id_default()}:{self.kind}"
-        claims = await self._run(_claim, follower_id, self.run_id)
-        if not claims:
-            return  # another follower or a worker holds it now
-        logger.info("Follower %s continues run %s (epoch %d).", follower_id, self.run_id, claims[0].epoch)
-        task = asyncio.get_running_loop().create_task(leg_execute(claims[0]))
-        _continuations.add(task)
-        task.add_done_callback(_continuations.discard)
+        """The producer is gone: have the run continued (the lease is the one lock, so at most one continuation
+        runs, whatever the number of followers)."""
+        if self.continuation is not None:
+            await self.continuation(self.run_id, kind=self.kind, call=self._run)
 
 
 def _read_page(run_id: str, after: int) -> JournalPage:
@@ -291,10 +293,6 @@ def _follow_state(run_id: str) -> FollowState:
     lease = row["lease_expires_at"]
     is_gone = row["status"] == Run.Status.RUNNING and (lease is None or lease < timezone.now())
     return FollowState(is_active=is_active, is_producer_gone=is_gone)
-
-
-def _claim(follower_id: str, run_id: str) -> list:
-    return run_claim(worker_id=follower_id, limit=1, run_id=run_id)
 
 
 class _RunTail:
@@ -319,7 +317,7 @@ class _RunTail:
     async def open(self) -> None:
         try:
             self.channel = await self.layer.new_channel()
-            await self.layer.group_add(run_group_name(self.run_id), self.channel)
+            await self.layer.group_add(run_stream_group(self.run_id), self.channel)
         except Exception as exc:  # no live push: the poll still finds every part
             logger.warning("Live push unavailable for %s: %s", self.run_id, type(exc).__name__)
             self.channel = None
@@ -331,7 +329,7 @@ class _RunTail:
             self.receiving.cancel()
         if self.channel is not None:
             try:
-                await self.layer.group_discard(run_group_name(self.run_id), self.channel)
+                await self.layer.group_discard(run_stream_group(self.run_id), self.channel)
             except Exception:  # the group entry expires on its own
                 pass
 

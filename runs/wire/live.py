@@ -1,15 +1,15 @@
-"""Live pages, runs' side: the Channels groups the run list and run pages follow, and the notification sent to
-them when a run's status changes (a run_status_changed receiver). Frames name what changed, never its data:
-a page fetches itself again, through its view's own permission checks.
+"""Live pages: the notices sent to open pages when a run's status or its approval requests change (receivers of
+runs.signals.run_status_changed and approvals.signals.approval_requests_changed, connected by RunsConfig).
+Frames name what changed, never its data: a page fetches itself again, through its view's own permission checks.
 
   live.runs          the run list of every signed-in user (each consumer drops runs its user may not read)
   live.run.<digest>  one run's timeline, live transcript and console pages
+  live.approvals     the reviewers' queue and request pages
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from typing import Any
 
@@ -17,20 +17,14 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from runs.models import Run
+from runs.wire.groups import APPROVALS_GROUP, RUNS_GROUP, run_pages_group
 
-__all__ = ["RUNS_GROUP", "live_send", "run_live_group", "run_status_notify"]
+__all__ = ["approvals_notify", "live_send", "run_status_notify"]
 
 logger = logging.getLogger("deuz.live")
 
-RUNS_GROUP = "live.runs"
-
 # Sends started on a running loop, kept referenced until they finish (a bare task may be collected midway).
 _sending: set[asyncio.Task[None]] = set()
-
-
-def run_live_group(run_id: str) -> str:
-    """The Channels group of one run's pages (group names allow only a few characters)."""
-    return f"live.run.{hashlib.sha256(run_id.encode()).hexdigest()[:40]}"
 
 
 def live_send(groups: list[str], message: dict[str, Any]) -> None:
@@ -68,6 +62,15 @@ def run_status_notify(*, run_pk: int, **kwargs: Any) -> None:
     row = Run.objects.filter(pk=run_pk).values("run_id", "status", "created_by_id").first()
     if row is None:
         return
-    live_send([RUNS_GROUP, run_live_group(row["run_id"])], {
+    live_send([RUNS_GROUP, run_pages_group(row["run_id"])], {
         "event": "status", "run_id": row["run_id"], "status": row["status"], "created_by_id": row["created_by_id"],
     })
+
+
+def approvals_notify(*, run_pk: int, **kwargs: Any) -> None:
+    """Tell the console and the run's pages that the run's approval requests changed (connected to
+    approvals.signals.approval_requests_changed)."""
+    row = Run.objects.filter(pk=run_pk).values("run_id", "status").first()
+    if row is not None:
+        live_send([APPROVALS_GROUP, run_pages_group(row["run_id"])],
+                  {"event": "approvals", "run_id": row["run_id"], "status": row["status"]})

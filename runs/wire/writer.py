@@ -13,7 +13,6 @@ checkpoint's), and one too large to carry is left to a read.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import threading
 from typing import Any
@@ -24,15 +23,11 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from runs.runtime.wire import journal_parts
 from runs.stores import direct, get_store
+from runs.wire.groups import run_stream_group
 
-__all__ = ["JournalWriter", "run_group_name"]
+__all__ = ["JournalWriter"]
 
 logger = logging.getLogger("deuz.journal")
-
-
-def run_group_name(run_id: str) -> str:
-    """The Channels group of a run's followers (group names allow only a few characters)."""
-    return f"run.{hashlib.sha256(run_id.encode()).hexdigest()[:40]}"
 
 
 class JournalWriter:
@@ -233,7 +228,7 @@ class JournalWriter:
         if layer is None:
             return
         try:
-            await layer.group_send(run_group_name(self.run_id), message)
+            await layer.group_send(run_stream_group(self.run_id), message)
         except Exception as exc:  # a lost wake-up costs followers latency, never a part: they read the journal
             logger.warning("Waking followers of %s failed: %s", self.run_id, type(exc).__name__)
 

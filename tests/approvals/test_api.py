@@ -7,7 +7,8 @@ import json
 import pytest
 
 from approvals.models import ApprovalRequest
-from runs.models import Effect, Run, SandboxPayment
+from demo.models import SandboxPayment
+from runs.models import Effect, Run
 from runs.runtime.durable import create_approval_signer
 from tests.hostile_bodies import fuzz
 

@@ -45,8 +45,9 @@ def test_a_case_that_breaks_an_invariant_writes_its_schedule_and_ledger_and_repl
 
 
 def test_the_checker_reports_a_second_payment(tmp_path):
+    from demo.models import SandboxPayment
     from runs.management.commands.crashmatrix import Schedule, check_invariants
-    from runs.models import Run, SandboxPayment
+    from runs.models import Run
 
     Run.objects.create(run_id="cm-x", agent="reimbursement", input_messages="[]", status="completed")
     for call in ("c1", "c2"):

@@ -30,13 +30,13 @@ class DatabaseLedgers:
                                       worker_id="w-1")
 
     def owned(self):
-        from runs.stores.ledger import DatabaseEffectLedger
+        from runs.stores import get_store
         from runs.models import Run
 
         def take_over() -> None:
             Run.objects.filter(pk=self.run.pk).update(owner_epoch=self.run.owner_epoch + 1)
 
-        return DatabaseEffectLedger(run_id="r1", epoch=1, agent="reimbursement", worker_id="w-1"), take_over
+        return get_store("effects").fenced("r1", 1, agent="reimbursement", worker_id="w-1"), take_over
 
 
 @pytest.fixture(params=["memory", "database"])

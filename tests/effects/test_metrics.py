@@ -54,7 +54,7 @@ def test_an_effect_needing_review_shows_as_the_oldest_unknown_outcome(needs_revi
 
 
 def test_a_resolution_counts_as_a_manual_reconciliation_and_a_recovery(needs_review_run, reviewer_client, drain_runs):
-    from runs.models import SandboxPayment
+    from demo.models import SandboxPayment
 
     run = needs_review_run()
     effect = run.effects.get()

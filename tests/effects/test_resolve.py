@@ -13,7 +13,8 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from approvals.services import reviewers_group_ensure
-from runs.models import Effect, EffectTransition, Run, SandboxPayment
+from demo.models import SandboxPayment
+from runs.models import Effect, EffectTransition, Run
 from runs.stores.sessions import DatabaseSessionStore
 
 pytestmark = pytest.mark.django_db(transaction=True)

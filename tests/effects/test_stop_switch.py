@@ -10,8 +10,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
-from runs.models import EffectStopSwitch, Run, SandboxCommand, SandboxPayment
-from runs.services.stop_switch import effects_release, effects_stop, effects_stop_reason
+from demo.models import SandboxCommand, SandboxPayment
+from runs.models import EffectStopSwitch, Run
+from runs.services.stop_switch import effects_release, effects_stop
+from runs.stores.ledger import effects_stop_reason
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth import authenticate
 
 from approvals.roles import approval_is_decidable_by
-from approvals.services import DEMO_ROLES, demo_users_ensure
+from demo.users import DEMO_ROLES, demo_users_ensure
 from runs.access import VIEW_EVERY_RUN
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,9 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from approvals.consumers import LivePagesConsumer
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, approval_requests_withdraw
+from runs.api.pages_socket import LivePagesConsumer
 from runs.models import Run
 from runs.services.lifecycle import run_cancel, run_start
 

@@ -14,7 +14,8 @@ from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, role_group_ensure
 from runs.admin import token_preview
-from runs.models import Checkpoint, Effect, JournalEntry, Leg, Run, RunMessage, SandboxPayment
+from demo.models import SandboxPayment
+from runs.models import Checkpoint, Effect, JournalEntry, Leg, Run, RunMessage
 from runs.services.lifecycle import run_start
 
 pytestmark = pytest.mark.django_db(transaction=True)

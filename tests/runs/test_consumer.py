@@ -13,7 +13,7 @@ from rest_framework.authtoken.models import Token
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from deuz_project.asgi import application
-from runs.wire.writer import run_group_name
+from runs.wire.groups import run_stream_group
 from runs.models import JournalEntry
 from tests.runs.streams import ORIGIN, reimburse, ws_follow
 
@@ -140,8 +140,8 @@ def test_the_channel_layer_delivers_group_messages():
     async def roundtrip():
         layer = get_channel_layer()
         channel = await layer.new_channel()
-        await layer.group_add(run_group_name("x"), channel)
-        await layer.group_send(run_group_name("x"), {"type": "journal.appended", "seq": 3})
+        await layer.group_add(run_stream_group("x"), channel)
+        await layer.group_send(run_stream_group("x"), {"type": "journal.appended", "seq": 3})
         return await layer.receive(channel)
 
     assert async_to_sync(roundtrip)()["seq"] == 3

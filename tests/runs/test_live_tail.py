@@ -15,7 +15,8 @@ from django.utils import timezone
 
 import runs.wire.followers
 from runs.wire.followers import FrameKind, follow_open
-from runs.wire.writer import JournalWriter, run_group_name
+from runs.wire.groups import run_stream_group
+from runs.wire.writer import JournalWriter
 from runs.models import Run
 from runs.stores.streams import DatabaseStreamStateStore, part_decode
 from tests.runs.streams import person
@@ -52,12 +53,12 @@ def notification_of(writer: JournalWriter) -> dict:
     async def roundtrip():
         layer = get_channel_layer()
         channel = await layer.new_channel()
-        await layer.group_add(run_group_name("r1"), channel)
+        await layer.group_add(run_stream_group("r1"), channel)
         try:
             await writer.notify()
             return await asyncio.wait_for(layer.receive(channel), 5)
         finally:
-            await layer.group_discard(run_group_name("r1"), channel)
+            await layer.group_discard(run_stream_group("r1"), channel)
 
     return asyncio.run(roundtrip())
 
@@ -233,7 +234,7 @@ def test_the_followers_of_a_run_in_one_process_share_one_member_of_its_group(run
         await asyncio.wait_for(asyncio.gather(*followers), 10)
 
     asyncio.run(scenario())
-    assert added == [run_group_name("r1")]
+    assert added == [run_stream_group("r1")]
     assert [[(frame.seq, frame.part) for frame in mine] for mine in frames] == [[(0, delta("a"))]] * 3
 
 

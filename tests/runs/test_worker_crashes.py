@@ -8,7 +8,8 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from runs.models import Checkpoint, Effect, Leg, Run, SandboxPayment
+from demo.models import SandboxPayment
+from runs.models import Checkpoint, Effect, Leg, Run
 from runs.services.lifecycle import run_start
 from runs.stores.sessions import DatabaseSessionStore
 from tests.runs.processes import freeze_between_transactions, wait_until

@@ -42,7 +42,8 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from runs.presenters.plain_text import table
 from deuz_project.database_url import database_url
-from runs.models import Checkpoint, Effect, EffectTransition, JournalEntry, Leg, Run, SandboxCommand, SandboxPayment
+from demo.models import SandboxCommand, SandboxPayment
+from runs.models import Checkpoint, Effect, EffectTransition, JournalEntry, Leg, Run
 from runs.runtime.faults import FaultPoint
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -265,7 +266,7 @@ def resolve_as_reviewer(run_id: str) -> None:
     from django.contrib.auth import get_user_model
 
     from approvals.services import reviewers_group_ensure
-    from runs.stores.ledger import effect_resolve
+    from runs.services.resolution import effect_resolve
 
     user, _ = get_user_model().objects.get_or_create(username="crashmatrix-reviewer")
     user.groups.add(reviewers_group_ensure())

@@ -20,16 +20,24 @@ from django.core.management.base import BaseCommand, CommandError
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_pending_list
 from runs.presenters.plain_text import message_text, one_line, table, when
-from runs.stores.ledger import RESOLVE_ACTIONS, effect_resolve, effect_transition_list
+from runs.services.resolution import RESOLVE_ACTIONS, effect_resolve
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError, UnknownAgent
 from runs.models import Run
 from runs.presenters.progress import JournalProgress, ProgressEvent
 from runs.presenters.receipt import run_receipt
 from runs.presenters.state import run_people_state
 from runs.services.retention import PruneProgress, runs_prune
-from runs.selectors import run_effect_rows, run_get, run_latest_messages, run_leg_list, run_list
+from runs.selectors import (
+    effect_transition_list,
+    effects_stop_list,
+    run_effect_rows,
+    run_get,
+    run_latest_messages,
+    run_leg_list,
+    run_list,
+)
 from runs.services.lifecycle import run_cancel, run_requeue
-from runs.services.stop_switch import effects_release, effects_stop, effects_stop_list
+from runs.services.stop_switch import effects_release, effects_stop
 
 #: How `follow` ends: the run is done and fine, or it needs a person (exit 1).
 FOLLOW_DONE = {Run.Status.COMPLETED, Run.Status.CANCELLED}
@@ -340,7 +348,8 @@ class Command(BaseCommand):
                 f"{progress.checkpoints} checkpoints, {progress.messages} messages"
             )
 
-        done = runs_prune(older_than_days=older_than, dry_run=dry_run, batch_size=batch_size, on_progress=report)
+        done = runs_prune(older_than_days=older_than, receipt=run_receipt, dry_run=dry_run, batch_size=batch_size,
+                          on_progress=report)
         if not done.runs_total:
             self.stdout.write(f"No finished run is older than {older_than} days.")
         elif dry_run:

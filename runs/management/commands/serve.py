@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils.module_loading import import_string
 from twisted.internet import reactor  # the asyncio reactor daphne.server installed
 
-from approvals.services import DemoLogin, demo_users_ensure
+from demo.users import DemoLogin, demo_users_ensure
 from runs.execution.worker import EmbeddedWorkers
 
 #: The git-ignored file (at the repository root) that keeps the demo users' generated passwords.

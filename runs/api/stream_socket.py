@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 from urllib.parse import parse_qs
 
-from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from runs.wire.followers import Follow, FollowRefused, FrameKind, follow_open
+from runs.execution.continuation import run_continue
 from runs.runtime.codec import encode_value
+from runs.wire.followers import Follow, FollowRefused, FrameKind, follow_open
 
-__all__ = ["NoRouteConsumer", "RunStreamConsumer"]
+__all__ = ["RunStreamConsumer"]
 
-NOT_FOUND = 4404
 SERVER_ERROR = 1011  # the follow failed in a way the client's reconnect may fix
 
 
@@ -38,7 +38,7 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         try:
             self.follow = await follow_open(
                 run_id=self.scope["url_route"]["kwargs"]["run_id"], cursor=query.get("cursor", [None])[0],
-                authenticate=lambda: user, kind="ws",
+                authenticate=lambda: user, kind="ws", continuation=run_continue,
             )
         except FollowRefused as refusal:
             await self.close(code=refusal.close_code, reason=refusal.detail[:120])
@@ -68,11 +68,3 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
                     await self.close()
                 else:
                     await self.close(code=SERVER_ERROR)
-
-
-class NoRouteConsumer(AsyncWebsocketConsumer):
-    """Every other WebSocket path: closed with 4404, where Channels' router would answer 500 with a traceback."""
-
-    async def connect(self) -> None:
-        await self.accept()
-        await self.close(code=NOT_FOUND, reason="No such WebSocket route.")

@@ -20,10 +20,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from approvals.roles import approval_is_decidable_by
-from approvals.signals import APPROVALS_GROUP
 from runs.access import VIEW_EVERY_RUN, run_is_readable_by
-from runs.wire.live import RUNS_GROUP, run_live_group
 from runs.models import Run
+from runs.wire.groups import APPROVALS_GROUP, RUNS_GROUP, run_pages_group
 
 __all__ = ["LivePagesConsumer"]
 
@@ -57,7 +56,7 @@ class LivePagesConsumer(AsyncJsonWebsocketConsumer):
                 if not await self._may_read(run_id):
                     await self.close(code=4404)
                     return
-                groups.append(run_live_group(run_id))
+                groups.append(run_pages_group(run_id))
                 self.run_ids.append(run_id)
             else:
                 await self.close(code=4400)

@@ -1,0 +1,49 @@
+"""The demo sandboxes' own books, outside the agents' effect ledger: what the pretend payment provider paid and
+what the pretend shell ran, so the crash tests can check what really happened outside the run."""
+
+from __future__ import annotations
+
+from django.db import models
+
+__all__ = ["SandboxCommand", "SandboxPayment"]
+
+
+class SandboxPayment(models.Model):
+    """The demo payment provider's own books (outside the agent's ledger): one row per operation id."""
+
+    operation_id = models.CharField(max_length=300, unique=True)
+    fingerprint = models.CharField(max_length=64)
+    request = models.JSONField()
+    transaction_id = models.CharField(max_length=40)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.transaction_id} ({self.operation_id})"
+
+    def receipt(self) -> dict:
+        return {"transaction_id": self.transaction_id, "operation_id": self.operation_id, **self.request,
+                "status": "committed"}
+
+
+class SandboxCommand(models.Model):
+    """The demo shell sandbox's own log (outside the agent's ledger): one row per command it ran. Not unique per
+    operation: like a real shell it would run a repeat again, so a duplicate would show here."""
+
+    operation_id = models.CharField(max_length=500, db_index=True)
+    command = models.TextField()
+    exit_code = models.IntegerField()
+    output = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.command} ({self.operation_id})"
+
+    def result(self) -> dict:
+        return {"command": self.command, "exit_code": self.exit_code, "output": self.output,
+                "operation_id": self.operation_id}

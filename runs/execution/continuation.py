@@ -1,0 +1,42 @@
+"""Continuing a dead run from a web process: a follower that finds the run's producer gone (its lease lapsed, no
+terminal sentinel) claims the run exactly as a worker would and runs its leg on its own event loop. The lease is
+the one lock: of any number of followers (and workers), one claim wins, and the others follow its journal.
+
+The doors that open a follow (runs.api.events, runs.api.stream_socket) hand ``run_continue`` to the follower core
+(runs.wire.followers), which never runs a leg itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from runs.execution.legs import leg_execute
+from runs.execution.worker import worker_id_default
+from runs.services.lifecycle import Claim, run_claim
+
+__all__ = ["run_continue"]
+
+logger = logging.getLogger("deuz.followers")
+
+# Continuation legs started by followers, kept referenced so they outlive the request that started them.
+_continuations: set[asyncio.Task[None]] = set()
+
+
+def _claim(follower_id: str, run_id: str) -> list[Claim]:
+    return run_claim(worker_id=follower_id, limit=1, run_id=run_id)
+
+
+async def run_continue(run_id: str, *, kind: str, call: Callable[..., Any]) -> None:
+    """Claim ``run_id`` for this process's ``kind`` of follower (``call`` runs the claim as the follower runs its
+    reads) and start its leg here; nothing when another follower or a worker holds it now."""
+    follower_id = f"{worker_id_default()}:{kind}"
+    claims = await call(_claim, follower_id, run_id)
+    if not claims:
+        return
+    logger.info("Follower %s continues run %s (epoch %d).", follower_id, run_id, claims[0].epoch)
+    task = asyncio.get_running_loop().create_task(leg_execute(claims[0]))
+    _continuations.add(task)
+    task.add_done_callback(_continuations.discard)
