@@ -138,3 +138,10 @@ def test_the_fenced_ledger_refuses_a_move_by_another_run(drain_runs):
     with pytest.raises(EffectStateChanged):
         get_store("effects").fenced("r-z", 1).advance_sync(OPERATION, expected="verified", status="needs_review",
                                                           via="verify")
+
+
+def test_the_metrics_count_the_cross_run_replay(drain_runs, reviewer_client):
+    make_paid_run(drain_runs, "r-a")
+    make_paid_run(drain_runs, "r-b")
+    metrics = reviewer_client.get("/api/metrics/").json()
+    assert (metrics["cross_run_replays"], metrics["duplicate_effects"]) == (1, 0)
