@@ -35,6 +35,7 @@ from runs.api.inputs import (
 from runs.api.outputs import (
     SHOW_TOKENS,
     AgentCheckpointSerializer,
+    AgentSerializer,
     ApprovalRequestSerializer,
     ErrorSerializer,
     RunDetail,
@@ -44,6 +45,7 @@ from runs.api.outputs import (
 from runs.api.parsers import ChunkedBodyRequest
 from runs.api.permissions import CanCancelRun, CanDecideApprovals, CanReadRun
 from runs.api.schema import APPROVAL_ID_PATH, CSRF_REFUSED, RUN_ID_PATH, UNAUTHENTICATED, WWW_AUTHENTICATE
+from runs.agents import agent_list
 from runs.errors import RunNotFound
 from runs.models import RUN_ID_VALIDATOR, Run
 from runs.selectors import (
@@ -57,6 +59,7 @@ from runs.selectors import (
 from runs.services.lifecycle import run_cancel, run_start
 
 __all__ = [
+    "AgentListApi",
     "ApiPagination",
     "ApprovalDecideApi",
     "RunCancelApi",
@@ -203,6 +206,23 @@ class RunStartApi(_Api):
         run = run_start(**serializer.validated_data, user=request.user)
         detail = RunDetailSerializer(_run_detail(run), context=_render_context(request))
         return Response(detail.data, status=status.HTTP_201_CREATED)
+
+
+class AgentListApi(_PaginatedApi):
+    """The agents a user may start, by name."""
+
+    @extend_schema(
+        operation_id="agents_list",
+        summary="The agents a run can name",
+        description="Every agent a signed-in user may start (the built-in ones and the operator's DEUZ_AGENTS): its "
+        "description, who decides its approvals, and its tools with their input schemas, approval policy and "
+        "effect. An agent whose factory fails to build is listed with its problem.",
+        parameters=[WWW_AUTHENTICATE],
+        responses={200: AgentSerializer(many=True), 401: UNAUTHENTICATED,
+                   404: OpenApiResponse(ErrorSerializer, description='A page that does not exist ("Invalid page.").')},
+    )
+    def get(self, request: Request) -> Response:
+        return self.paginated(request, agent_list(), AgentSerializer)
 
 
 class RunCollectionApi(RunListApi, RunStartApi):
