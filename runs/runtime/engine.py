@@ -429,6 +429,8 @@ class _Leg:
                 outcome.result = _result(call, call["input_error"], is_error=True)
             elif spec is None:
                 outcome.result = _result(call, f"Unknown tool: {call['tool_name']!r}.", is_error=True)
+            elif not settle and (problem := spec.input_problem(call["input"])) is not None:
+                outcome.result = _result(call, problem, is_error=True)  # never asked for, never run: the model fixes it
             elif settle:
                 await self._settle_call(outcome, spec, pending.get(call["tool_call_id"]))
             elif spec.is_client_tool:
