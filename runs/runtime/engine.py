@@ -436,7 +436,7 @@ class _Leg:
             elif spec.is_client_tool:
                 waits_for_client = True
             elif await spec.requires_approval(call["input"]):
-                await self._ask_approval(outcome)
+                await self._ask_approval(outcome, spec)
             else:
                 outcome.runnable = True
         own_requests = [outcome.pending for outcome in outcomes if outcome.pending is not None]
@@ -478,7 +478,7 @@ class _Leg:
             # Gated, but no request was stored: it was decided inline in a leg whose step a sub-agent
             # suspended. Ask the server-mode approver again, or deny (the safe side).
             if self.o.approve_tool_call is not None:
-                await self._ask_approval(outcome)
+                await self._ask_approval(outcome, spec)
             else:
                 outcome.result = _result(call, DENIED_BY_DEFAULT_REASON, is_error=True)
             return
@@ -506,7 +506,7 @@ class _Leg:
         else:
             outcome.result = _result(call, verdict.reason, is_error=True)
 
-    async def _ask_approval(self, outcome: _Outcome) -> None:
+    async def _ask_approval(self, outcome: _Outcome, spec: Tool) -> None:
         call = outcome.call
         is_client_mode = self.o.approve_tool_call is None
         request = mint_request(
@@ -515,6 +515,7 @@ class _Leg:
             deps=self.deps,
             signer=self.o.approval_signer if is_client_mode else None,
             binding_run_id=self.binding_run_id if self.is_durable else None,
+            operation_id=spec.business_operation_id(call["tool_name"], call["input"]),
         )
         if is_client_mode:
             outcome.pending = request  # suspend for a verdict

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema.validators import validator_for
 
-from .effects import Effect, EffectCall, effect_fingerprint, perform_effect
+from .effects import Effect, EffectCall, business_operation_id, effect_fingerprint, perform_effect
 
 if TYPE_CHECKING:
     from .deps import Deps
@@ -71,6 +71,19 @@ class Tool:
         if not problems:
             return None
         return f"The input does not match the tool's input schema: {'; '.join(problems[:10])}."
+
+    def business_operation_id(self, tool_name: str, tool_input: dict[str, Any]) -> str | None:
+        """The id of the business operation a call of this tool would be (``Effect(operation_key=...)``), or None:
+        an approval request names it, so people see what it would do before they decide. A key function that
+        fails answers None here; the call itself then fails with its error."""
+        operation_key = self.effect.operation_key if self.effect is not None else None
+        if operation_key is None:
+            return None
+        try:
+            key = operation_key(tool_input)
+        except Exception:
+            return None
+        return business_operation_id(tool_name, key) if isinstance(key, str) and key else None
 
     def fingerprint_of(self, tool_name: str, tool_input: dict[str, Any]) -> str:
         """The digest that identifies a request of this tool (``effect.fingerprint`` picks what counts)."""

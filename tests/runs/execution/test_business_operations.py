@@ -145,3 +145,29 @@ def test_the_metrics_count_the_cross_run_replay(drain_runs, reviewer_client):
     make_paid_run(drain_runs, "r-b")
     metrics = reviewer_client.get("/api/metrics/").json()
     assert (metrics["cross_run_replays"], metrics["duplicate_effects"]) == (1, 0)
+
+
+def test_the_console_shows_the_existing_payment_before_anyone_approves(drain_runs, reviewer):
+    from django.test import Client
+
+    make_paid_run(drain_runs, "r-a")
+    request = make_suspended_run(drain_runs, "r-b")
+    assert request.operation_id == OPERATION
+    client = Client()
+    client.force_login(reviewer)
+    page = client.get(f"/console/r-b/{request.approval_id}/").content.decode()
+    assert "Already performed by run" in page and "r-a" in page and "nothing is performed again" in page
+    assert "tx-" in page
+    queue = client.get("/console/").content.decode()
+    assert "Already performed by run" in queue
+
+
+def test_the_console_names_the_other_runs_asking_for_the_same_operation(drain_runs, reviewer):
+    from django.test import Client
+
+    make_suspended_run(drain_runs, "r-a")
+    second = make_suspended_run(drain_runs, "r-b")
+    client = Client()
+    client.force_login(reviewer)
+    page = client.get(f"/console/r-b/{second.approval_id}/").content.decode()
+    assert "Also asked by" in page and "r-a" in page and "the first approved is performed" in page
