@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
 from runs.execution.continuation import run_continue
-from runs.wire.followers import Follow, FollowRefused, FrameKind, follow_open
+from runs.wire.followers import Follow, FollowRefused, FrameKind, follow_open, parse_cursor
 from runs.runtime.codec import encode_value
 from runs.runtime.types import StreamPart
 
@@ -43,6 +43,14 @@ def _authenticator(request: HttpRequest):
     return authenticate
 
 
+def _is_cursor(raw: str) -> bool:
+    try:
+        parse_cursor(raw)
+    except FollowRefused:
+        return False
+    return True
+
+
 def _www_authenticate(request: HttpRequest) -> str | None:
     """The header DRF sends with a 401: its first authentication class's (``Token``)."""
     for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES:
@@ -56,7 +64,10 @@ async def run_events(request: HttpRequest, run_id: str):
     if request.method != "GET":
         return JsonResponse({"detail": f'Method "{request.method[:20]}" not allowed.'}, status=405,  # DRF's words
                             headers={"Allow": "GET"})
-    raw_cursor = request.headers.get("Last-Event-ID") or request.GET.get("cursor")
+    query = request.GET.get("cursor")
+    raw_cursor = request.headers.get("Last-Event-ID") or query
+    if query and raw_cursor != query and not _is_cursor(query):
+        raw_cursor = query  # a malformed ?cursor= is refused (400) even beside a Last-Event-ID header, never ignored
     try:
         follow = await follow_open(run_id=run_id, cursor=raw_cursor, authenticate=_authenticator(request), kind="sse",
                                    continuation=run_continue)

@@ -36,17 +36,17 @@ class LivePagesConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         if self.user is None or not self.user.is_authenticated or not self.user.is_active:
-            await self.close(code=4401)
+            await self._refuse(4401)
             return
         topics = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("topic", [])
         if not topics or len(topics) > MAX_TOPICS:
-            await self.close(code=4400)
+            await self._refuse(4400)
             return
         groups, self.run_ids = [], []
         for topic in topics:
             if topic == "approvals":
                 if not await database_sync_to_async(approval_is_decidable_by)(user=self.user):
-                    await self.close(code=4403)
+                    await self._refuse(4403)
                     return
                 groups.append(APPROVALS_GROUP)
             elif topic == "runs":
@@ -54,21 +54,27 @@ class LivePagesConsumer(AsyncJsonWebsocketConsumer):
             elif topic.startswith("run:") and len(topic) > 4:
                 run_id = topic[4:]
                 if not await self._may_read(run_id):
-                    await self.close(code=4404)
+                    await self._refuse(4404)
                     return
                 groups.append(run_pages_group(run_id))
                 self.run_ids.append(run_id)
             else:
-                await self.close(code=4400)
+                await self._refuse(4400)
                 return
         self.sees_every_run = await database_sync_to_async(self.user.has_perm)(VIEW_EVERY_RUN)
         self.groups_joined = groups
         for group in groups:
             await self.channel_layer.group_add(group, self.channel_name)
-        await self.accept()
+        await self.accept()  # once in its groups: a change right after the handshake is not missed
         for run_id in self.run_ids:
             status = await Run.objects.filter(run_id=run_id).values_list("status", flat=True).afirst()
             await self.send_json({"topic": f"run:{run_id}", "event": "status", "run_id": run_id, "status": status})
+
+    async def _refuse(self, code: int) -> None:
+        """Accept, then close with ``code``: a handshake refused before acceptance reaches a browser as 1006,
+        indistinguishable from a network drop, and the page would retry it forever."""
+        await self.accept()
+        await self.close(code=code)
 
     @database_sync_to_async
     def _may_read(self, run_id: str) -> bool:

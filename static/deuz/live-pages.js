@@ -1,5 +1,5 @@
 // Pages that update themselves: a page whose <main> names `data-live-topic` follows those topics over the
-// `ws/live/` WebSocket (approvals.consumers). A frame only says that something changed; the page then fetches itself
+// `ws/live/` WebSocket (runs.api.pages_socket). A frame only says that something changed; the page then fetches itself
 // again and swaps in each `[data-live-region]` whose content changed, so everything shown still comes from the
 // server through the view's own permission checks. No HTML is built from frames. A static module, so the page
 // keeps its strict CSP.

@@ -36,10 +36,13 @@ async def connect(user, query: str):
 
 
 def refusal(user, query: str):
+    """The close code of a socket the consumer accepted and then refused (a browser sees the code only then)."""
     async def run():
         communicator, connected, code = await connect(user, query)
+        assert connected, code
+        closed = await communicator.receive_output(timeout=5)
         await communicator.disconnect()
-        return connected, code
+        return closed["type"], closed.get("code")
 
     return async_to_sync(run)()
 
@@ -62,21 +65,21 @@ def frames_after(user, query: str, change, *, initial: int = 0, expect: int = 1)
 
 
 def test_a_visitor_without_a_session_is_refused():
-    assert refusal(None, "topic=runs") == (False, 4401)
+    assert refusal(None, "topic=runs") == ("websocket.close", 4401)
 
 
 def test_the_console_topic_needs_the_permission_to_decide(users):
-    assert refusal(users["support"], "topic=approvals") == (False, 4403)
+    assert refusal(users["support"], "topic=approvals") == ("websocket.close", 4403)
 
 
 def test_a_run_the_user_may_not_read_is_refused_as_not_found(users, suspended):
-    assert refusal(users["plain"], "topic=run:r1") == (False, 4404)
-    assert refusal(users["plain"], "topic=run:no-such-run") == (False, 4404)
+    assert refusal(users["plain"], "topic=run:r1") == ("websocket.close", 4404)
+    assert refusal(users["plain"], "topic=run:no-such-run") == ("websocket.close", 4404)
 
 
 @pytest.mark.parametrize("query", ["", "topic=everything", "topic=run:", "topic=runs&topic=runs&topic=runs&topic=runs&topic=runs"])
 def test_an_unknown_or_missing_topic_is_refused(users, query):
-    assert refusal(users["reviewer"], query) == (False, 4400)
+    assert refusal(users["reviewer"], query) == ("websocket.close", 4400)
 
 
 def test_a_run_topic_starts_with_the_runs_status(users, suspended):
