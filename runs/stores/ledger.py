@@ -96,8 +96,11 @@ def effect_waiters_queue(operation_id: str, *, opener_pk: int) -> int:
 
 
 def effect_is_settled(operation_id: str) -> bool:
-    """Whether the operation is settled (or gone), so a run that meant to wait on it need not."""
-    status = Effect.objects.filter(operation_id=operation_id).values_list("status", flat=True).first()
+    """Whether the operation is settled (or gone), so a run that meant to wait on it need not; in the caller's
+    transaction, with the entry's row locked: an opener settling it right now has queued its waiters before
+    this run was one, so this read must wait for that commit rather than see the entry as it was."""
+    status = (Effect.objects.select_for_update().filter(operation_id=operation_id)
+              .values_list("status", flat=True).first())
     return status is None or status in SETTLED
 
 
