@@ -33,8 +33,8 @@ from bench.fleet import (
     run_statuses,
     runs_delete,
     start_runs,
-    wait_until,
 )
+from bench.processes import await_until
 from bench.stats import summary
 
 __all__ = ["TAIL_BAR_MS", "measure_on"]
@@ -114,7 +114,7 @@ async def _drive(fleet: Fleet, tokens: dict[str, str], run_ids: list[str], count
         cpu_before, own_before = fleet.cpu_seconds(), _own_cpu()
         started = time.monotonic()
         await asyncio.to_thread(fleet.start_workers)
-        await wait_until(lambda: all(status in TERMINAL for status in run_statuses(run_ids).values()),
+        await await_until(lambda: all(status in TERMINAL for status in run_statuses(run_ids).values()),
                          timeout=timeout, what="every tail run to finish", every=0.2)
         await asyncio.wait_for(asyncio.gather(*following, return_exceptions=True), 60)
         seconds = time.monotonic() - started
