@@ -3,7 +3,7 @@ fault point reached (SIGKILLed, or frozen with SIGSTOP), the recovery the schedu
 review the run meets answered until it completes, and the invariants checked (crash_invariants.py).
 
 The legs before the verdict and an inline recovery run in this process, as a worker would run them; the workers
-are real `manage.py worker` processes (bench/processes.py) on the matrix's database, with a two-second lease.
+are real `manage.py worker` processes (bench/child_processes.py) on the matrix's database, with a two-second lease.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
+from bench.child_processes import WorkerProcess, wait_until
 from bench.crash_invariants import check_invariants
-from bench.processes import WorkerProcess, wait_until
 from demo.models import SandboxCommand, SandboxPayment
 from runs.models import Effect, Leg, Run
 
 if TYPE_CHECKING:
-    from bench.crashmatrix import Schedule
+    from bench.crash_harness import Schedule
 
 __all__ = ["CaseError", "CaseResult", "approve_pending", "resolve_as_reviewer", "run_case", "run_inline"]
 

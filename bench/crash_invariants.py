@@ -21,7 +21,7 @@ from runs.models import Checkpoint, Effect, EffectTransition, JournalEntry, Leg,
 
 if TYPE_CHECKING:
     from bench.crash_case import CaseResult
-    from bench.crashmatrix import Schedule
+    from bench.crash_harness import Schedule
 
 __all__ = ["case_report", "check_invariants"]
 

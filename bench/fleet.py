@@ -27,7 +27,7 @@ import websockets
 from django.db import connection
 from httpx_sse import aconnect_sse
 
-from bench.processes import REPO_ROOT, processes_stop
+from bench.child_processes import REPO_ROOT, processes_stop
 
 __all__ = ["Fleet", "Follower", "ProcessStats", "api_users", "closing"]
 

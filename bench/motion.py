@@ -23,19 +23,19 @@ import httpx
 from asgiref.sync import sync_to_async
 from django.db import connection
 
+from bench.child_processes import await_until
 from bench.fleet import (
     BENCH_ENV,
     BENCH_SETTINGS,
     TERMINAL,
     Fleet,
-    closing,
     Follower,
     api_users,
+    closing,
     run_statuses,
     runs_delete,
     start_runs,
 )
-from bench.processes import await_until
 from bench.stats import summary
 
 __all__ = ["BAR_MS", "measure", "measure_on"]

@@ -24,6 +24,7 @@ import httpx
 import psutil
 from asgiref.sync import sync_to_async
 
+from bench.child_processes import await_until
 from bench.fleet import (
     TERMINAL,
     Fleet,
@@ -34,7 +35,6 @@ from bench.fleet import (
     runs_delete,
     start_runs,
 )
-from bench.processes import await_until
 from bench.stats import summary
 
 __all__ = ["TAIL_BAR_MS", "measure_on"]

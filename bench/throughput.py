@@ -22,8 +22,8 @@ from django.db.models import Max, Min
 from django.test import override_settings
 
 from bench.agents import AGENTS
+from bench.child_processes import await_until
 from bench.fleet import TERMINAL, Fleet, closing, run_statuses, runs_delete
-from bench.processes import await_until
 from runs.secrets.sealing import unseal_text
 
 __all__ = ["measure_on"]

@@ -45,8 +45,8 @@ def test_a_case_that_breaks_an_invariant_writes_its_schedule_and_ledger_and_repl
 
 
 def test_the_checker_reports_a_second_payment(tmp_path):
+    from bench.crash_harness import Schedule
     from bench.crash_invariants import check_invariants
-    from bench.crashmatrix import Schedule
     from demo.models import SandboxPayment
     from runs.models import Run
 

@@ -1,5 +1,6 @@
 """Real worker processes against the test database, for crash tests: the worker and the polling are the
-benchmarks' (bench/processes.py, shared with the crash matrix); freezing one outside a transaction is the tests'."""
+benchmarks' (bench/child_processes.py, shared with the crash matrix); freezing one outside a transaction is
+the tests'."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 
 from django.db import connection
 
-from bench.processes import WorkerProcess, wait_until
+from bench.child_processes import WorkerProcess, wait_until
 
 __all__ = ["WorkerProcess", "freeze_between_transactions", "wait_until"]
 

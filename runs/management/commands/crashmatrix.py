@@ -1,7 +1,7 @@
 """`manage.py crashmatrix [--quick] [--database sqlite|postgres|both|current] [--replay FILE]`: real worker processes
 SIGKILLed (or frozen) at every fault point, and the seed's invariants checked.
 
-The harness lives beside the benchmarks (bench/crashmatrix.py: the schedules and the matrix; bench/crash_case.py:
+The harness lives beside the benchmarks (bench/crash_harness.py: the schedules and the matrix; bench/crash_case.py:
 one case driven to its end; bench/crash_invariants.py: the checks); this command parses the options and runs it.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from bench.crashmatrix import MatrixError, crashmatrix_run
+from bench.crash_harness import MatrixError, crashmatrix_run
 
 
 class Command(BaseCommand):

@@ -32,9 +32,9 @@ from typing import Any
 from django.core.management.base import OutputWrapper
 from django.db import connection
 
+from bench.child_processes import LEASE_SECONDS, REPO_ROOT, child_env
 from bench.crash_case import CaseResult, run_case
 from bench.crash_invariants import case_report
-from bench.processes import LEASE_SECONDS, REPO_ROOT, child_env
 from demo.models import SandboxCommand, SandboxPayment
 from deuz_project.database_url import database_url
 from runs.models import Run
