@@ -320,6 +320,7 @@ class _StepEngine(ModelCall, ToolPhase, ApprovalGate):
         self.leg_usage = add_usage(self.leg_usage, usage)
 
     async def _prepare(self, step: int) -> tuple[Any, dict[str, Tool], str | None]:
+        """The model, tools and system prompt of ``step``, as ``prepare_step`` overrides them."""
         model, tools, system = self.o.model, self.tools, self.o.system
         if self.o.prepare_step is not None:
             ctx = PrepareStepContext(step, self.messages, dict(self.total), self.o.agent_path, model, tools, system)  # type: ignore[arg-type]
