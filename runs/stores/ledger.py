@@ -19,8 +19,7 @@ from django.utils import timezone
 
 from runs.models import Effect, EffectStopSwitch, EffectTransition
 from runs.ownership.fencing import OwnerFence
-from runs.runtime.effects import EFFECTS_STOPPED_REASON, effect_transition_is_allowed
-from runs.runtime.exceptions import EffectStateChanged
+from runs.runtime.effects import EFFECTS_STOPPED_REASON, effect_advance_check
 from runs.stores.dispatch import dispatch
 
 __all__ = [
@@ -166,10 +165,7 @@ class DatabaseEffectLedger:
         with transaction.atomic():
             fence.hold()
             effect = Effect.objects.select_for_update().get(operation_id=operation_id)
-            if effect.status != expected:
-                raise EffectStateChanged(f"Operation {operation_id} is {effect.status}, not {expected}.")
-            if not effect_transition_is_allowed(expected, status):
-                raise ValueError(f"An effect cannot go from {expected} to {status}.")
+            effect_advance_check(operation_id, current=effect.status, expected=expected, status=status)
             effect_apply(effect, status, epoch=self.epoch, changes=changes or {})
             effect.save()
             self._record(effect, expected, status, via=via, note=note, evidence=evidence)
