@@ -27,11 +27,9 @@ import websockets
 from django.db import connection
 from httpx_sse import aconnect_sse
 
-from deuz_project.database_url import database_url
+from bench.child_processes import REPO_ROOT, processes_stop
 
 __all__ = ["Fleet", "Follower", "ProcessStats", "api_users", "closing"]
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -147,25 +145,11 @@ class Fleet:
         return used
 
     def stop_workers(self) -> None:
-        self._stop(list(self.workers.values()))
+        processes_stop(self.workers.values())
         self.workers = {}
 
     def stop(self) -> None:
-        self._stop([*self.workers.values(), self.server])
-
-    @staticmethod
-    def _stop(processes: list[subprocess.Popen | None]) -> None:
-        for process in processes:
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            if process is None:
-                continue
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        processes_stop([*self.workers.values(), self.server])
 
 
 class Follower:
@@ -290,20 +274,6 @@ def run_statuses(run_ids: list[str]) -> dict[str, str]:
     from runs.models import Run
 
     return dict(Run.objects.filter(run_id__in=run_ids).values_list("run_id", "status"))
-
-
-async def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str, every: float = 0.1) -> Any:
-    """Poll the blocking ``predicate`` (on a thread) until it answers something true."""
-    from asgiref.sync import sync_to_async
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await sync_to_async(predicate)()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"Timed out after {timeout:g} s waiting for {what}.")
-        await asyncio.sleep(every)
 
 
 def runs_delete(prefix: str) -> None:

@@ -23,18 +23,18 @@ import httpx
 from asgiref.sync import sync_to_async
 from django.db import connection
 
+from bench.child_processes import await_until
 from bench.fleet import (
     BENCH_ENV,
     BENCH_SETTINGS,
     TERMINAL,
     Fleet,
-    closing,
     Follower,
     api_users,
+    closing,
     run_statuses,
     runs_delete,
     start_runs,
-    wait_until,
 )
 from bench.stats import summary
 
@@ -93,7 +93,7 @@ async def _drive(base_url: str, tokens: dict[str, str], run_ids: list[str]) -> l
                 run__run_id__in=run_ids, status="pending").values_list("run__run_id", "approval_id", "token")}
             return rows if len(rows) == len(run_ids) else None
 
-        waiting = await wait_until(pending, timeout=120 + len(run_ids), what="every run to wait for its verdict")
+        waiting = await await_until(pending, timeout=120 + len(run_ids), what="every run to wait for its verdict")
 
         async def is_done(run_id: str) -> bool:
             return (await sync_to_async(run_statuses)([run_id])).get(run_id) in TERMINAL

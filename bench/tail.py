@@ -24,6 +24,7 @@ import httpx
 import psutil
 from asgiref.sync import sync_to_async
 
+from bench.child_processes import await_until
 from bench.fleet import (
     TERMINAL,
     Fleet,
@@ -33,7 +34,6 @@ from bench.fleet import (
     run_statuses,
     runs_delete,
     start_runs,
-    wait_until,
 )
 from bench.stats import summary
 
@@ -114,7 +114,7 @@ async def _drive(fleet: Fleet, tokens: dict[str, str], run_ids: list[str], count
         cpu_before, own_before = fleet.cpu_seconds(), _own_cpu()
         started = time.monotonic()
         await asyncio.to_thread(fleet.start_workers)
-        await wait_until(lambda: all(status in TERMINAL for status in run_statuses(run_ids).values()),
+        await await_until(lambda: all(status in TERMINAL for status in run_statuses(run_ids).values()),
                          timeout=timeout, what="every tail run to finish", every=0.2)
         await asyncio.wait_for(asyncio.gather(*following, return_exceptions=True), 60)
         seconds = time.monotonic() - started

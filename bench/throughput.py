@@ -22,7 +22,8 @@ from django.db.models import Max, Min
 from django.test import override_settings
 
 from bench.agents import AGENTS
-from bench.fleet import TERMINAL, Fleet, closing, run_statuses, runs_delete, wait_until
+from bench.child_processes import await_until
+from bench.fleet import TERMINAL, Fleet, closing, run_statuses, runs_delete
 from runs.secrets.sealing import unseal_text
 
 __all__ = ["measure_on"]
@@ -45,7 +46,7 @@ def measure_on(fleet: Fleet, *, runs: int, steps: int, concurrency: int, timeout
         cpu_before = fleet.cpu_seconds()
         fleet.start_workers()
         try:
-            asyncio.run(closing(wait_until(lambda: all(s in TERMINAL for s in run_statuses(run_ids).values()),
+            asyncio.run(closing(await_until(lambda: all(s in TERMINAL for s in run_statuses(run_ids).values()),
                                    timeout=timeout, what="every throughput run to finish", every=0.25)))
             cpu = {name: seconds - cpu_before.get(name, 0.0) for name, seconds in fleet.cpu_seconds().items()}
         finally:

@@ -70,24 +70,16 @@ def _scripted(policy, steps: int) -> Any:
         "extra_headers": settings.DEUZ_MODEL_EXTRA_HEADERS or None,
     }
     if provider == "anthropic":
-        return AnthropicModel(
-            model_id,
-            api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
-            base_url=settings.DEUZ_ANTHROPIC_BASE_URL,
-            prompt_caching=settings.DEUZ_ANTHROPIC_PROMPT_CACHING,
-            **options,
-        )
-    if provider == "openai":
-        return OpenAIChatModel(
-            model_id,
-            api_key=os.environ.get("OPENAI_API_KEY") or None,
-            base_url=settings.DEUZ_OPENAI_BASE_URL,
-            include_usage=settings.DEUZ_OPENAI_STREAM_USAGE,
-            **options,
-        )
-    # record=False: a leg keeps no deep copy of every request it sent (nothing reads them back).
-    return ScriptedModel([policy] * (steps + 1), model_id="deuz-demo-scripted", delay_ms=settings.DEUZ_DEMO_DELAY_MS,
-                         record=False)
+        model_class, key_variable, base_url = AnthropicModel, "ANTHROPIC_API_KEY", settings.DEUZ_ANTHROPIC_BASE_URL
+        options["prompt_caching"] = settings.DEUZ_ANTHROPIC_PROMPT_CACHING
+    elif provider == "openai":
+        model_class, key_variable, base_url = OpenAIChatModel, "OPENAI_API_KEY", settings.DEUZ_OPENAI_BASE_URL
+        options["include_usage"] = settings.DEUZ_OPENAI_STREAM_USAGE
+    else:
+        # record=False: a leg keeps no deep copy of every request it sent (nothing reads them back).
+        return ScriptedModel([policy] * (steps + 1), model_id="deuz-demo-scripted",
+                             delay_ms=settings.DEUZ_DEMO_DELAY_MS, record=False)
+    return model_class(model_id, api_key=os.environ.get(key_variable) or None, base_url=base_url, **options)
 
 
 # --------------------------------------------------------------- reimbursement

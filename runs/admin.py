@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -32,6 +33,7 @@ from runs.models import (
 )
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_list_outcome
 from runs.runtime.codec import encode_value
+from runs.runtime.usage import total_tokens_of
 from runs.secrets.sealing import unseal
 from runs.selectors import effect_transition_list
 from runs.services.lifecycle import run_cancel, run_requeue
@@ -64,6 +66,26 @@ def _redact_tokens(value: Any, *, preview: bool) -> Any:
     return value
 
 
+def token_json_displays(description: str, value_of: Callable[[Any], Any]) -> tuple[Callable[..., str], ...]:
+    """Two admin displays of a record's JSON ``value_of(record)``, to set as methods: approval tokens shortened
+    to their preview (for users who may decide), and hidden (``token_fields`` swaps it in for everyone else).
+    ``description``'s ``{}`` says "shortened" or "hidden"; sealed data the server cannot open is said so."""
+
+    def display(*, preview: bool) -> Callable[..., str]:
+        @admin.display(description=description.format("shortened" if preview else "hidden"))
+        def show(model_admin: admin.ModelAdmin, record: Any) -> str:
+            try:
+                value = value_of(record)
+            except SealedDataError as exc:
+                return format_html("<em>{}</em>", str(exc))
+            text = json.dumps(_redact_tokens(value, preview=preview), ensure_ascii=False, indent=2)
+            return format_html("<pre>{}</pre>", text)
+
+        return show
+
+    return display(preview=True), display(preview=False)
+
+
 class TokenRedactingAdmin(admin.ModelAdmin):
     """Shows approval tokens' previews only to users who may decide (issue #11: tokens are never shown to anyone
     who cannot decide). ``token_fields`` maps each field that shows a token's preview to the one shown instead to
@@ -79,8 +101,8 @@ class TokenRedactingAdmin(admin.ModelAdmin):
         return [name for name in swapped if name is not None]
 
 
-class ReadOnlyAdmin(TokenRedactingAdmin):
-    """Shows records and changes none: no add, change or delete, for anyone."""
+class NoWrites:
+    """No add, change or delete, for anyone: a mixin of admins and inlines that show records and change none."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -92,19 +114,14 @@ class ReadOnlyAdmin(TokenRedactingAdmin):
         return False
 
 
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyAdmin(NoWrites, TokenRedactingAdmin):
+    """Shows records and changes none: no add, change or delete, for anyone."""
+
+
+class ReadOnlyInline(NoWrites, admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class LegInline(ReadOnlyInline):
@@ -119,10 +136,6 @@ class EffectInline(ReadOnlyInline):
     fields = readonly_fields = [
         "operation_id", "tool_name", "status", "attempts", "owner_epoch", "receipt", "updated_at",
     ]
-
-
-def _total_tokens(usage: dict[str, Any] | None) -> int:
-    return int((usage or {}).get("total_tokens", 0))
 
 
 @admin.register(Run)
@@ -153,7 +166,7 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="total tokens")
     def total_tokens(self, run: Run) -> int:
-        return _total_tokens(run.usage)
+        return total_tokens_of(run.usage)
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         """Cancelling and resuming are changes to runs, made by the services on the operator's behalf."""
@@ -191,22 +204,8 @@ class CheckpointAdmin(ReadOnlyAdmin):
         "created_at_ms", "recorded_at", "decoded",
     ]
     token_fields = {"decoded": "decoded_without_tokens"}
-
-    @admin.display(description="checkpoint (decoded; approval tokens shortened)")
-    def decoded(self, checkpoint: Checkpoint) -> str:
-        return self._decoded(checkpoint, preview=True)
-
-    @admin.display(description="checkpoint (decoded; approval tokens hidden)")
-    def decoded_without_tokens(self, checkpoint: Checkpoint) -> str:
-        return self._decoded(checkpoint, preview=False)
-
-    def _decoded(self, checkpoint: Checkpoint, *, preview: bool) -> str:
-        try:
-            value = checkpoint_from_row(checkpoint)
-        except SealedDataError as exc:
-            return format_html("<em>{}</em>", str(exc))
-        text = json.dumps(_redact_tokens(encode_value(value), preview=preview), ensure_ascii=False, indent=2)
-        return format_html("<pre>{}</pre>", text)
+    decoded, decoded_without_tokens = token_json_displays(
+        "checkpoint (decoded; approval tokens {})", lambda checkpoint: encode_value(checkpoint_from_row(checkpoint)))
 
 
 @admin.register(JournalEntry)
@@ -222,18 +221,9 @@ class JournalEntryAdmin(ReadOnlyAdmin):
     def part_type(self, entry: JournalEntry) -> str:
         return "end of leg" if entry.is_sentinel else entry.decoded_part.get("type", "-")
 
-    @admin.display(description="part (approval tokens shortened)")
-    def part_shown(self, entry: JournalEntry) -> str:
-        return self._part(entry, preview=True)
-
-    @admin.display(description="part (approval tokens hidden)")
-    def part_without_tokens(self, entry: JournalEntry) -> str:
-        return self._part(entry, preview=False)
-
-    def _part(self, entry: JournalEntry, *, preview: bool) -> str:
-        # Approval-request parts carry the bearer token.
-        text = json.dumps(_redact_tokens(entry.decoded_part, preview=preview), ensure_ascii=False, indent=2)
-        return format_html("<pre>{}</pre>", text)
+    # Approval-request parts carry the bearer token.
+    part_shown, part_without_tokens = token_json_displays("part (approval tokens {})",
+                                                          lambda entry: entry.decoded_part)
 
 
 @admin.register(Leg)

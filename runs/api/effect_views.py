@@ -11,7 +11,7 @@ runs.api.error_handler: an unknown run or effect is a 404, an effect that does n
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
@@ -19,10 +19,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from runs.access import RESOLVE_EFFECTS, VIEW_EVERY_RUN, effect_is_resolvable_by
-from runs.api.outputs import ErrorSerializer
+from runs.api.inputs import path_operation_id, path_run_id
+from runs.api.schema import error_answer
 from runs.services.resolution import RESOLVE_ACTIONS, effect_resolve
-from runs.errors import EffectNotFound, RunNotFound
-from runs.models import RUN_ID_VALIDATOR, Effect, EffectTransition
+from runs.models import Effect, EffectTransition
 from runs.presenters.metrics import effect_metrics
 from runs.services.stop_switch import effects_release, effects_stop
 
@@ -136,15 +136,6 @@ class CanReadEveryRun(BasePermission):
         return request.user.has_perm(VIEW_EVERY_RUN)
 
 
-def _path_ids(run_id: str, operation_id: str) -> tuple[str, str]:
-    """Ids no run or effect can have are 404s before any query (a NUL byte would upset PostgreSQL)."""
-    if not RUN_ID_VALIDATOR.regex.fullmatch(run_id):
-        raise RunNotFound(run_id[:200])
-    if not 1 <= len(operation_id) <= 500 or "\x00" in operation_id:
-        raise EffectNotFound(run_id, operation_id[:500])
-    return run_id, operation_id
-
-
 class EffectResolveApi(APIView):
     permission_classes = [IsAuthenticated, CanResolveEffects]
 
@@ -157,16 +148,14 @@ class EffectResolveApi(APIView):
         request=EffectResolveInputSerializer,
         responses={
             200: EffectLedgerEntrySerializer,
-            400: OpenApiResponse(ErrorSerializer, description="Field errors: an unknown action, no reason, a commit "
-                                                              "without a receipt."),
-            403: OpenApiResponse(ErrorSerializer, description="Not logged in, or not a reviewer."),
-            404: OpenApiResponse(ErrorSerializer, description="No such run, or no such effect in it."),
-            409: OpenApiResponse(ErrorSerializer, description="The effect does not need review, or its run is "
-                                                              "queued or running."),
+            400: error_answer("Field errors: an unknown action, no reason, a commit without a receipt."),
+            403: error_answer("Not logged in, or not a reviewer."),
+            404: error_answer("No such run, or no such effect in it."),
+            409: error_answer("The effect does not need review, or its run is queued or running."),
         },
     )
     def post(self, request: Request, run_id: str, operation_id: str) -> Response:
-        run_id, operation_id = _path_ids(run_id, operation_id)
+        run_id, operation_id = path_run_id(run_id), path_operation_id(run_id, operation_id)
         serializer = EffectResolveInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         effect = effect_resolve(run_id=run_id, operation_id=operation_id, user=request.user,
@@ -182,8 +171,7 @@ class MetricsApi(APIView):
         summary="The effect ledger's measures",
         description="Duplicate effects, the age of the oldest unknown outcome, recovery completion time, expired "
         "approvals, manual reconciliations; with the effects in each state and the stop switches that are on.",
-        responses={200: EffectMetricsSerializer, 403: OpenApiResponse(ErrorSerializer,
-                                                                      description="Not support or a reviewer.")},
+        responses={200: EffectMetricsSerializer, 403: error_answer("Not support or a reviewer.")},
     )
     def get(self, request: Request) -> Response:
         return Response(EffectMetricsSerializer(effect_metrics()).data)
@@ -200,8 +188,8 @@ class EffectStopApi(APIView):
         request=EffectStopInputSerializer,
         responses={
             200: EffectStopResultSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="Field errors, or an unknown agent."),
-            403: OpenApiResponse(ErrorSerializer, description="Not allowed to flip the switch."),
+            400: error_answer("Field errors, or an unknown agent."),
+            403: error_answer("Not allowed to flip the switch."),
         },
     )
     def post(self, request: Request) -> Response:

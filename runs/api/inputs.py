@@ -1,4 +1,5 @@
-"""Serializers of what the runs API reads: request bodies and query strings. They check shapes, nothing else.
+"""Serializers of what the runs API reads: request bodies and query strings, and the ids in its URLs. They check
+shapes, nothing else.
 
 Every value is the type the OpenAPI document says (a JSON string is a string, not 5; a boolean is true or false),
 so the document and the answers agree. An empty optional query value (``?status=``) is the same as an absent one,
@@ -15,6 +16,8 @@ from rest_framework.fields import empty
 
 from runs.agents import agent_names
 from runs.api.messages import MAX_MESSAGES, MessageInputSerializer, StrictCharField
+from approvals.errors import ApprovalNotFound
+from runs.errors import EffectNotFound, RunNotFound
 from runs.models import RUN_ID_VALIDATOR, Run
 
 __all__ = [
@@ -26,6 +29,9 @@ __all__ = [
     "MAX_USERNAME_CHARS",
     "RunListFilterSerializer",
     "RunStartInputSerializer",
+    "path_approval_id",
+    "path_operation_id",
+    "path_run_id",
 ]
 
 MAX_ID_CHARS = 200
@@ -124,3 +130,27 @@ class ApprovalDecideInputSerializer(serializers.Serializer):
         max_length=MAX_REASON_CHARS,
         help_text="Why; shown to the model with a denial.",
     )
+
+
+# Ids no run, request or effect can have are 404s before any query (a NUL byte would upset PostgreSQL).
+
+
+def path_run_id(value: str) -> str:
+    """The run id of a URL, or RunNotFound."""
+    if not RUN_ID_VALIDATOR.regex.fullmatch(value):
+        raise RunNotFound(value[:200])
+    return value
+
+
+def path_approval_id(run_id: str, value: str) -> str:
+    """The approval id of a URL, or ApprovalNotFound."""
+    if not 1 <= len(value) <= MAX_ID_CHARS or "\x00" in value:
+        raise ApprovalNotFound(run_id, value[:MAX_ID_CHARS])
+    return value
+
+
+def path_operation_id(run_id: str, value: str) -> str:
+    """The operation id of a URL (an effect's, up to 500 characters), or EffectNotFound."""
+    if not 1 <= len(value) <= 500 or "\x00" in value:
+        raise EffectNotFound(run_id, value[:500])
+    return value

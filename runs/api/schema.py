@@ -34,6 +34,7 @@ __all__ = [
     "UNAUTHENTICATED",
     "WWW_AUTHENTICATE",
     "empty_query_values_documented",
+    "error_answer",
     "run_events_documented",
 ]
 
@@ -60,9 +61,14 @@ WWW_AUTHENTICATE = OpenApiParameter(
     description="How to authenticate: `Authorization: Token KEY`.",
 )
 
-UNAUTHENTICATED = OpenApiResponse(
-    ErrorSerializer, description="No credentials, or a token that is not valid (the answer asks for a Token)."
-)
+
+
+def error_answer(description: str) -> OpenApiResponse:
+    """An error answer of the document: the API's one error shape (``ErrorSerializer``), and when it is given."""
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+UNAUTHENTICATED = error_answer("No credentials, or a token that is not valid (the answer asks for a Token).")
 CSRF_REFUSED = "a signed-in browser session that did not send its CSRF token"
 
 #: SpectacularAPIView's settings for the document at /api/schema/.
@@ -123,11 +129,11 @@ class RunEventsSchemaApi(APIView):
             (200, "text/event-stream"): OpenApiResponse(
                 RUN_EVENT, description="The event stream (`id:` and `data:` lines, one blank line after each)."
             ),
-            400: OpenApiResponse(ErrorSerializer, description="The cursor is not a whole number of at least -1."),
+            400: error_answer("The cursor is not a whole number of at least -1."),
             401: UNAUTHENTICATED,
-            404: OpenApiResponse(ErrorSerializer, description="No such run, or one the user may not read."),
-            429: OpenApiResponse(ErrorSerializer, description="The user has as many streams open as they may."),
-            503: OpenApiResponse(ErrorSerializer, description="The database cannot be reached; retry later."),
+            404: error_answer("No such run, or one the user may not read."),
+            429: error_answer("The user has as many streams open as they may."),
+            503: error_answer("The database cannot be reached; retry later."),
         },
     )
     def get(self, request: Any, run_id: str) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import IsAuthenticated
@@ -22,7 +22,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.roles import approval_is_decidable_by
-from approvals.errors import ApprovalNotFound
 from approvals.selectors import approval_pending_list
 from approvals.services import approval_decide
 from runs.access import CANCEL_EVERY_RUN, VIEW_EVERY_RUN, runs_readable_by
@@ -31,23 +30,30 @@ from runs.api.inputs import (
     CheckpointListFilterSerializer,
     RunListFilterSerializer,
     RunStartInputSerializer,
+    path_approval_id,
+    path_run_id,
 )
 from runs.api.outputs import (
     SHOW_TOKENS,
     AgentCheckpointSerializer,
     AgentSerializer,
     ApprovalRequestSerializer,
-    ErrorSerializer,
     RunDetail,
     RunDetailSerializer,
     RunSerializer,
 )
 from runs.api.parsers import ChunkedBodyRequest
 from runs.api.permissions import CanCancelRun, CanDecideApprovals, CanReadRun
-from runs.api.schema import APPROVAL_ID_PATH, CSRF_REFUSED, RUN_ID_PATH, UNAUTHENTICATED, WWW_AUTHENTICATE
 from runs.agents import agent_list
-from runs.errors import RunNotFound
-from runs.models import RUN_ID_VALIDATOR, Run
+from runs.api.schema import (
+    APPROVAL_ID_PATH,
+    CSRF_REFUSED,
+    RUN_ID_PATH,
+    UNAUTHENTICATED,
+    WWW_AUTHENTICATE,
+    error_answer,
+)
+from runs.models import Run
 from runs.selectors import (
     run_checkpoint_list,
     run_effect_list,
@@ -70,26 +76,12 @@ __all__ = [
     "RunStartApi",
 ]
 
-_NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such run, or one you may not read.")
-_NOT_FOUND_OR_PAGE = OpenApiResponse(
-    ErrorSerializer,
-    description='No such run, or one you may not read; or a page that does not exist ("Invalid page.").',
+_NOT_FOUND = error_answer("No such run, or one you may not read.")
+_NOT_FOUND_OR_PAGE = error_answer(
+    'No such run, or one you may not read; or a page that does not exist ("Invalid page.").'
 )
-_TOO_LARGE = OpenApiResponse(ErrorSerializer, description="The body is larger than 1 MiB (chunked bodies too).")
-_NOT_JSON = OpenApiResponse(ErrorSerializer, description="The body is not application/json.")
-
-
-def _path_run_id(value: str) -> str:
-    """The run id of a URL; one no run can have is a 404 before any query (a NUL byte would upset PostgreSQL)."""
-    if not RUN_ID_VALIDATOR.regex.fullmatch(value):
-        raise RunNotFound(value[:200])
-    return value
-
-
-def _path_approval_id(run_id: str, value: str) -> str:
-    if not 1 <= len(value) <= 200 or "\x00" in value:
-        raise ApprovalNotFound(run_id, value[:200])
-    return value
+_TOO_LARGE = error_answer("The body is larger than 1 MiB (chunked bodies too).")
+_NOT_JSON = error_answer("The body is not application/json.")
 
 
 def _run_detail(run: Run) -> RunDetail:
@@ -121,7 +113,7 @@ class _Api(APIView):
 
     def run_checked(self, request: Request, run_id: str) -> Run:
         """The run of the URL, once the view's permission classes allow this user to act on it."""
-        run = run_get(run_id=_path_run_id(run_id))
+        run = run_get(run_id=path_run_id(run_id))
         self.check_object_permissions(request, run)
         return run
 
@@ -169,9 +161,9 @@ class RunListApi(_PaginatedApi):
         parameters=[RunListFilterSerializer, WWW_AUTHENTICATE],
         responses={
             200: RunSerializer(many=True),
-            400: OpenApiResponse(ErrorSerializer, description="A filter is not valid (e.g. an unknown status)."),
+            400: error_answer("A filter is not valid (e.g. an unknown status)."),
             401: UNAUTHENTICATED,
-            404: OpenApiResponse(ErrorSerializer, description='A page that does not exist ("Invalid page.").'),
+            404: error_answer('A page that does not exist ("Invalid page.").'),
         },
     )
     def get(self, request: Request) -> Response:
@@ -192,10 +184,10 @@ class RunStartApi(_Api):
         parameters=[WWW_AUTHENTICATE],
         responses={
             201: RunDetailSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="Field errors, an unknown agent, malformed JSON."),
+            400: error_answer("Field errors, an unknown agent, malformed JSON."),
             401: UNAUTHENTICATED,
-            403: OpenApiResponse(ErrorSerializer, description=f"Refused for {CSRF_REFUSED}."),
-            409: OpenApiResponse(ErrorSerializer, description="A run with this run_id exists."),
+            403: error_answer(f"Refused for {CSRF_REFUSED}."),
+            409: error_answer("A run with this run_id exists."),
             413: _TOO_LARGE,
             415: _NOT_JSON,
         },
@@ -219,7 +211,7 @@ class AgentListApi(_PaginatedApi):
         "effect. An agent whose factory fails to build is listed with its problem.",
         parameters=[WWW_AUTHENTICATE],
         responses={200: AgentSerializer(many=True), 401: UNAUTHENTICATED,
-                   404: OpenApiResponse(ErrorSerializer, description='A page that does not exist ("Invalid page.").')},
+                   404: error_answer('A page that does not exist ("Invalid page.").')},
     )
     def get(self, request: Request) -> Response:
         return self.paginated(request, agent_list(), AgentSerializer)
@@ -259,7 +251,7 @@ class RunCheckpointListApi(_PaginatedApi):
         parameters=[RUN_ID_PATH, CheckpointListFilterSerializer, WWW_AUTHENTICATE],
         responses={
             200: AgentCheckpointSerializer(many=True),
-            400: OpenApiResponse(ErrorSerializer, description="include_sub_agents is not true or false."),
+            400: error_answer("include_sub_agents is not true or false."),
             401: UNAUTHENTICATED,
             404: _NOT_FOUND_OR_PAGE,
         },
@@ -284,13 +276,12 @@ class ApprovalDecideApi(_Api):
         parameters=[RUN_ID_PATH, APPROVAL_ID_PATH, WWW_AUTHENTICATE],
         responses={
             200: ApprovalRequestSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="Field errors, or a token that does not verify "
-                                                              "for this request and run (it authorizes nothing)."),
+            400: error_answer("Field errors, or a token that does not verify for this request and run (it "
+                              "authorizes nothing)."),
             401: UNAUTHENTICATED,
-            403: OpenApiResponse(ErrorSerializer, description=f"Not a reviewer, or {CSRF_REFUSED}."),
-            404: OpenApiResponse(ErrorSerializer, description="No such run or approval request."),
-            409: OpenApiResponse(ErrorSerializer, description="Decided, expired, superseded, used, or the run "
-                                                              "was cancelled."),
+            403: error_answer(f"Not a reviewer, or {CSRF_REFUSED}."),
+            404: error_answer("No such run or approval request."),
+            409: error_answer("Decided, expired, superseded, used, or the run was cancelled."),
             413: _TOO_LARGE,
             415: _NOT_JSON,
         },
@@ -299,8 +290,8 @@ class ApprovalDecideApi(_Api):
         serializer = ApprovalDecideInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         approval = approval_decide(
-            run_id=_path_run_id(run_id),
-            approval_id=_path_approval_id(run_id, approval_id),
+            run_id=path_run_id(run_id),
+            approval_id=path_approval_id(run_id, approval_id),
             user=request.user,
             **serializer.validated_data,
         )
@@ -321,9 +312,9 @@ class RunCancelApi(_Api):
         responses={
             200: RunDetailSerializer,
             401: UNAUTHENTICATED,
-            403: OpenApiResponse(ErrorSerializer, description=f"A run you may read but not cancel, or {CSRF_REFUSED}."),
+            403: error_answer(f"A run you may read but not cancel, or {CSRF_REFUSED}."),
             404: _NOT_FOUND,
-            409: OpenApiResponse(ErrorSerializer, description="The run is completed, failed or cancelled already."),
+            409: error_answer("The run is completed, failed or cancelled already."),
         },
     )
     def post(self, request: Request, run_id: str) -> Response:

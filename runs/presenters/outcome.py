@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from approvals.models import ApprovalRequest
 from runs.models import Effect, Run
+from runs.presenters.plain_text import actor_name
 from runs.presenters.state import PeopleState, run_people_state
 from runs.runtime.codec import decode_value
 
@@ -25,10 +25,6 @@ class Outcome:
 
     key: str  # committed | denied | expired | failed | needs_review | cancelled | waiting | retry_scheduled | ...
     label: str
-
-
-def _who(user: Any) -> str:
-    return user.get_username() if user is not None else "the system"
 
 
 def _effect_done(effect: Effect) -> str:
@@ -63,7 +59,7 @@ def run_outcome(run: Run, *, state: PeopleState, effects: list[Effect],
         denied = [request for request in requests if request.status == Verdict.DENIED]
         expired = [request for request in requests if request.status == Verdict.EXPIRED]
         parts = [_effect_done(effect) for effect in done]
-        parts += [f"Denied: {request.tool_name} by {_who(request.decided_by)}"
+        parts += [f"Denied: {request.tool_name} by {actor_name(request.decided_by)}"
                   + (f" ({request.reason})" if request.reason else "") for request in denied]
         parts += [f"Expired: {request.tool_name} had no verdict in time" for request in expired]
         if done:
@@ -83,7 +79,7 @@ def run_outcome(run: Run, *, state: PeopleState, effects: list[Effect],
     if run.status == Run.Status.NEEDS_REVIEW:
         return Outcome("needs_review", f"Needs review: {_first_line(run.error) or 'the system cannot decide alone'}")
     if run.status == Run.Status.CANCELLED:
-        who = run.cancelled_by.get_username() if run.cancelled_by else "an operator"
+        who = actor_name(run.cancelled_by, "an operator")
         return Outcome("cancelled", f"Cancelled by {who}")
     if state.key == "retry_scheduled" and run.retry_at is not None:
         return Outcome("retry_scheduled", f"Retry scheduled at {run.retry_at:%H:%M:%S} UTC, attempt {run.retry_attempt} "

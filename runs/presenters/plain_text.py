@@ -1,4 +1,5 @@
-"""Plain-text formatting for the operators' command line: aligned tables, times, short values.
+"""Plain-text formatting for the operators' command line and the presenters: aligned tables, times, short
+values, who acted.
 
 No Django and no third-party table library: the output only has to line up in a terminal.
 """
@@ -10,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-__all__ = ["message_text", "one_line", "table", "when"]
+__all__ = ["actor_name", "message_text", "one_line", "table", "when"]
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, empty: str = "(none)") -> str:
@@ -62,3 +63,8 @@ def message_text(message: dict[str, Any]) -> str:
         parts = [part for part in content if isinstance(part, dict) and part.get("type") == "text"]
         return "".join(part.get("text", "") for part in parts)
     return ""
+
+
+def actor_name(user: Any, default: str = "the system") -> str:
+    """The name of the person who acted, or ``default`` when no person did."""
+    return user.get_username() if user is not None else default

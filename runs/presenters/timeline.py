@@ -18,6 +18,7 @@ from approvals.selectors import approval_run_list
 from runs.errors import SealedDataError
 from runs.models import Checkpoint, Effect, Leg, Run
 from runs.presenters.outcome import Outcome, run_first_request, run_outcome
+from runs.presenters.plain_text import actor_name
 from runs.presenters.state import PeopleState, run_people_state
 from runs.runtime.subagents import child_run_id
 from runs.selectors import (
@@ -60,10 +61,6 @@ class RunStep:
     agent_path: tuple[str, ...] = ()
 
 
-def _who(user: Any, default: str = "the system") -> str:
-    return user.get_username() if user is not None else default
-
-
 def _request_steps(request: ApprovalRequest) -> list[RunStep]:
     """A request's proposal and, once it has one, its verdict (approved, denied, expired, superseded, withdrawn)."""
     path = tuple(request.agent_path or ())
@@ -71,7 +68,7 @@ def _request_steps(request: ApprovalRequest) -> list[RunStep]:
     at_step = f"at step {request.revision.step_index}, " if request.revision is not None else ""
     steps = [RunStep("proposed", f"Proposed: {request.tool_name}", f"{at_step}waiting for a reviewer",
                      request.issued_at, path)]
-    status, who = request.status, _who(request.decided_by)
+    status, who = request.status, actor_name(request.decided_by)
     reason = f": {request.reason}" if request.reason else ""
     if status in {Verdict.APPROVED, Verdict.USED}:
         steps.append(RunStep("approved", f"Approved: {request.tool_name}", f"by {who}{reason}", request.decided_at,
@@ -88,7 +85,7 @@ def _request_steps(request: ApprovalRequest) -> list[RunStep]:
                              path))
     elif status == Verdict.CANCELLED:
         steps.append(RunStep("withdrawn", f"Withdrawn: {request.tool_name}",
-                             f"the run was cancelled by {_who(request.decided_by, 'an operator')}",
+                             f"the run was cancelled by {actor_name(request.decided_by, 'an operator')}",
                              request.decided_at, path))
     return steps
 
@@ -125,7 +122,7 @@ def _effect_steps(effect: Effect, agent_path: tuple[str, ...] = ()) -> list[RunS
 def _run_end_steps(run: Run) -> list[RunStep]:
     """Who cancelled and when, then how the run ended (a suspended or queued run cancelled at once is one step)."""
     steps: list[RunStep] = []
-    who = _who(run.cancelled_by, "an operator")
+    who = actor_name(run.cancelled_by, "an operator")
     if run.cancelled_at is not None:
         if run.status == Run.Status.CANCELLED and run.finish_reason == "cancelled":
             return [RunStep("cancelled", f"Cancelled by {who}", "no new model calls, no new effects",
@@ -436,7 +433,7 @@ def _input_or_none(request: ApprovalRequest) -> Any:
 
 def verdict_label(request: ApprovalRequest) -> str:
     """What became of a request, as people say it: "Approved by rita", "Denied by rita", "Expired unanswered"."""
-    who = _who(request.decided_by)
+    who = actor_name(request.decided_by)
     return {
         Verdict.PENDING: "Waiting for a verdict",
         Verdict.APPROVED: f"Approved by {who}",
@@ -444,5 +441,5 @@ def verdict_label(request: ApprovalRequest) -> str:
         Verdict.DENIED: f"Denied by {who}",
         Verdict.EXPIRED: "Expired without a verdict",
         Verdict.SUPERSEDED: "Superseded by a newer request",
-        Verdict.CANCELLED: f"Withdrawn: the run was cancelled by {_who(request.decided_by, 'an operator')}",
+        Verdict.CANCELLED: f"Withdrawn: the run was cancelled by {actor_name(request.decided_by, 'an operator')}",
     }.get(request.status, request.get_status_display())

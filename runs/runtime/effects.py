@@ -68,6 +68,7 @@ __all__ = [
     "EffectLedger",
     "InMemoryEffectLedger",
     "business_operation_id",
+    "effect_advance_check",
     "effect_fingerprint",
     "effect_operation_id",
     "effect_transition_is_allowed",
@@ -104,6 +105,15 @@ _OUTCOME_SOURCES = {"tool": "tool", "reconcile": "reconciliation", "person": "pe
 def effect_transition_is_allowed(current: str | None, new: str) -> bool:
     """Whether a ledger entry in ``current`` may move to ``new`` (the same status records an event)."""
     return new == current or new in _TRANSITIONS.get(current, frozenset())
+
+
+def effect_advance_check(operation_id: str, *, current: str, expected: str, status: str) -> None:
+    """A ledger's check before it moves an entry from ``expected`` to ``status``: EffectStateChanged if the entry
+    is ``current`` instead (another writer moved it), ValueError if the states forbid the move."""
+    if current != expected:
+        raise EffectStateChanged(f"Operation {operation_id} is {current}, not {expected}.")
+    if not effect_transition_is_allowed(expected, status):
+        raise ValueError(f"An effect cannot go from {expected} to {status}.")
 
 
 def _canonical(value: Any) -> str:
@@ -295,10 +305,7 @@ class InMemoryEffectLedger:
         self._check_owner(entry.get("run_id"), moves=moves)
         if not moves:  # an event (a replay, a conflict, a reconciliation that found nothing) keeps whatever is there
             expected = status = entry["status"]
-        if entry["status"] != expected:
-            raise EffectStateChanged(f"Operation {operation_id} is {entry['status']}, not {expected}.")
-        if not effect_transition_is_allowed(expected, status):
-            raise ValueError(f"An effect cannot go from {expected} to {status}.")
+        effect_advance_check(operation_id, current=entry["status"], expected=expected, status=status)
         entry.update(changes or {})
         if status != expected:
             entry["status"], entry["epoch"], entry["settled_at"] = status, self.epoch, self.clock.now()

@@ -3,29 +3,35 @@
 A leg runs steps (model call, then tool calls) and reports everything as stream parts through
 ``emit``. Durable legs save a checkpoint at every step boundary, and also right after the model
 decides to call tools, so a crash in the tool phase never asks the model again.
+
+This module holds the call's options, where a leg starts, and the loop of steps with its saves and its
+end; the engine's other concepts are mixed into ``_StepEngine`` from their own modules: the model call
+(model_call.py), the tool phase (tool_phase.py) and its approval gate (gating.py). One class, so a step
+costs no more calls than when it was one module.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .approvals import DENIED_BY_DEFAULT_REASON, DENIED_REASON, find_response, mint_request, settle_verdict
 from .codec import CHECKPOINT_VERSION
 from .deps import Deps
 from .effects import InMemoryEffectLedger
-from .exceptions import ModelCallError, OwnershipLostError, RunError, RunHalted, StoreUnavailableError, classify_model_error
+from .exceptions import OwnershipLostError
 from .faults import FaultPoint
+from .gating import ApprovalGate
+from .model_call import ModelCall, tool_call_part
 from .redact import redact
 from .results import GenerateTextResult, StepResult
 from .stop import StopContext
 from .stores import SessionStore, resolve
-from .tools import Tool, ToolContext, normalize_tools
-from .types import CLIENT_TOOL_NO_RESULT, AgentCheckpoint, Message, StreamPart, ToolApprovalRequest, Usage
-from .usage import add_usage, empty_usage, normalize_usage
+from .tool_phase import SubAgentSuspended, ToolPhase, tool_result_part
+from .tools import Tool, normalize_tools
+from .types import AgentCheckpoint, Message, StreamPart, ToolApprovalRequest, Usage
+from .usage import add_usage, empty_usage
 
 __all__ = ["CallOptions", "DurableSession", "LegStart", "SubAgentSuspended", "run_leg"]
 
@@ -115,38 +121,6 @@ class LegStart:
         )
 
 
-class SubAgentSuspended(Exception):
-    """Raised out of a sub-agent tool whose durable child loop suspended on approvals or a client tool."""
-
-    def __init__(self, pending: list[ToolApprovalRequest], usage: Usage) -> None:
-        super().__init__("sub-agent suspended")
-        self.pending = pending
-        self.usage = usage
-
-
-@dataclass
-class _Outcome:
-    """One tool call's fate in a tool phase."""
-
-    call: dict[str, Any]
-    result: dict[str, Any] | None = None  # the tool_result part
-    pending: ToolApprovalRequest | None = None  # a request awaiting a client-mode verdict
-    runnable: bool = False
-    suspended: bool = False  # a sub-agent suspended out of it
-    settled_by_verdict: bool = False
-    approval: dict[str, Any] | None = None  # the approval bound to this call's exact request, for the ledger
-    denial: str | None = None  # why an effectful call is not authorized (its ledger may still replay an outcome)
-
-
-@dataclass
-class _Phase:
-    """A tool phase's end: results in call order, or None when the step suspends on ``requests``."""
-
-    results: list[dict[str, Any]] | None
-    requests: list[ToolApprovalRequest]
-    usage: list[Usage]
-
-
 class _Aborted(Exception):
     pass
 
@@ -183,11 +157,9 @@ def _stop_conditions(stop_when: Any) -> list[Callable[[StopContext], bool]]:
     return list(stop_when)
 
 
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
+class _StepEngine(ModelCall, ToolPhase, ApprovalGate):
+    """One leg of a run in the agent loop: its history, usage and steps, from its start to its finish."""
 
-
-class _Leg:
     def __init__(self, options: CallOptions, start: LegStart, emit: Emit) -> None:
         self.o = options
         self.deps: Deps = options.deps  # type: ignore[assignment]
@@ -290,7 +262,7 @@ class _Leg:
         if text:
             self.emit({"type": "text-delta", "text": text})
         for call in calls:
-            self.emit(_tool_call_part(call))
+            self.emit(tool_call_part(call))
         return await self._tool_step(step, text, calls, empty_usage(), self.tools, settle=False, step_reason="tool-calls")
 
     async def _settle(
@@ -328,7 +300,7 @@ class _Leg:
                 self.emit({"type": "tool-approval-request", "approval": request})
             return self._finish("suspended", pending_approvals=phase.requests)
         for result in phase.results:
-            self.emit(_tool_result_part(result))
+            self.emit(tool_result_part(result))
         self.messages = [*self.messages, {"role": "tool", "content": phase.results}]  # type: ignore[list-item]
         if settle:
             self._account(usage)
@@ -347,233 +319,17 @@ class _Leg:
         self.total = add_usage(self.total, usage)
         self.leg_usage = add_usage(self.leg_usage, usage)
 
-    # ---------------------------------------------------------- model calls
-
     async def _prepare(self, step: int) -> tuple[Any, dict[str, Tool], str | None]:
+        """The model, tools and system prompt of ``step``, as ``prepare_step`` overrides them."""
         model, tools, system = self.o.model, self.tools, self.o.system
         if self.o.prepare_step is not None:
             ctx = PrepareStepContext(step, self.messages, dict(self.total), self.o.agent_path, model, tools, system)  # type: ignore[arg-type]
-            overrides = await _maybe_await(self.o.prepare_step(ctx)) or {}
+            overrides = await resolve(self.o.prepare_step(ctx)) or {}
             model = overrides.get("model", model)
             if "tools" in overrides:
                 tools = normalize_tools(overrides["tools"])
             system = overrides.get("system", system)
         return model, tools, system
-
-    async def _call_model(
-        self, step: int, model: Any, tools: dict[str, Tool], system: str | None
-    ) -> tuple[str, list[dict[str, Any]], Usage, str]:
-        """One model call: its text, tool calls, usage and step finish reason (see ``STEP_FINISH_REASONS``)."""
-        request = {"messages": self.messages, "tools": [spec.spec() for spec in tools.values()], "system": system}
-        pricing = getattr(model, "pricing", None)
-        chunks: list[str] = []
-        calls: list[dict[str, Any]] = []
-        usage: Usage = empty_usage()
-        reason: str | None = None
-        self.unaccounted = usage
-        events = model.stream(request).__aiter__()
-        try:
-            while True:
-                try:
-                    event = await events.__anext__()
-                except StopAsyncIteration:
-                    break
-                except ModelCallError as error:
-                    error.usage = add_usage(self.leg_usage, self.unaccounted or empty_usage())
-                    raise
-                except (RunError, asyncio.CancelledError):
-                    raise
-                except Exception as exc:  # a provider's failure, classified for the caller's retry policy
-                    error = classify_model_error(exc, secrets=self.deps.secrets)
-                    error.usage = add_usage(self.leg_usage, self.unaccounted or empty_usage())
-                    raise error from exc
-                kind = event.get("type")
-                if kind == "text-delta":
-                    chunks.append(event["text"])
-                    self.emit({"type": "text-delta", "text": event["text"]})
-                    self.deps.fault(FaultPoint.MID_STREAM)
-                elif kind == "tool-call":
-                    call = _model_tool_call(event)
-                    calls.append(call)
-                    self.emit(_tool_call_part(call))
-                elif kind == "usage":
-                    self.unaccounted = normalize_usage(event.get("usage"), pricing=pricing)
-                elif kind == "finish":
-                    usage = normalize_usage(event.get("usage"), pricing=pricing)
-                    self.unaccounted = usage
-                    reason = event.get("finish_reason")
-        finally:
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                await close()  # a step left early (an abort, a fault) closes the provider's request
-        return "".join(chunks), calls, usage, _step_reason(reason, has_calls=bool(calls))
-
-    # ------------------------------------------------------------ tool phase
-
-    async def _tool_phase(
-        self,
-        step: int,
-        calls: list[dict[str, Any]],
-        tools: dict[str, Tool],
-        *,
-        settle: bool,
-        pending: dict[str, ToolApprovalRequest],
-    ) -> _Phase:
-        outcomes = [_Outcome(call) for call in calls]
-        waits_for_client = False
-        for outcome in outcomes:
-            call = outcome.call
-            spec = tools.get(call["tool_name"])
-            if call.get("input_error"):
-                # The model's input was cut off or malformed: nothing runs, and the model reads why.
-                outcome.result = _result(call, call["input_error"], is_error=True)
-            elif spec is None:
-                outcome.result = _result(call, f"Unknown tool: {call['tool_name']!r}.", is_error=True)
-            elif not settle and (problem := spec.input_problem(call["input"])) is not None:
-                outcome.result = _result(call, problem, is_error=True)  # never asked for, never run: the model fixes it
-            elif settle:
-                await self._settle_call(outcome, spec, pending.get(call["tool_call_id"]))
-            elif spec.is_client_tool:
-                waits_for_client = True
-            elif await spec.requires_approval(call["input"]):
-                await self._ask_approval(outcome, spec)
-            else:
-                outcome.runnable = True
-        own_requests = [outcome.pending for outcome in outcomes if outcome.pending is not None]
-        if own_requests or waits_for_client:
-            # Nothing runs in a step that waits for a person or a client: its siblings run on resume.
-            return _Phase(None, own_requests, [])
-        phase = _Phase(None, [], [])
-        self.settling = settle
-        await self._execute_all(step, [o for o in outcomes if o.runnable], tools, phase)
-        if phase.requests or any(outcome.suspended for outcome in outcomes):
-            # A sub-agent suspended out of the batch: every result of the step is discarded (no tool
-            # message is written for a suspended step), and verdicts this agent used are asked for again.
-            again = [
-                mint_request(
-                    call=outcome.call,
-                    agent_path=self.o.agent_path,
-                    deps=self.deps,
-                    signer=self.o.approval_signer,
-                    binding_run_id=self.binding_run_id if self.is_durable else None,
-                )
-                for outcome in outcomes
-                if outcome.settled_by_verdict
-            ]
-            phase.requests = again + phase.requests
-            return phase
-        phase.results = [outcome.result for outcome in outcomes]  # type: ignore[misc]
-        return phase
-
-    async def _settle_call(self, outcome: _Outcome, spec: Tool, request: ToolApprovalRequest | None) -> None:
-        call = outcome.call
-        if spec.is_client_tool:
-            outcome.result = _result(call, CLIENT_TOOL_NO_RESULT, is_error=True)
-            return
-        is_resume = self.start.checkpoint is not None
-        if request is None and not await spec.requires_approval(call["input"]):
-            outcome.runnable = True  # a sibling or a sub-agent: runs (again) now
-            return
-        if request is None and is_resume:
-            # Gated, but no request was stored: it was decided inline in a leg whose step a sub-agent
-            # suspended. Ask the server-mode approver again, or deny (the safe side).
-            if self.o.approve_tool_call is not None:
-                await self._ask_approval(outcome, spec)
-            else:
-                outcome.result = _result(call, DENIED_BY_DEFAULT_REASON, is_error=True)
-            return
-        approval_id = request["approval_id"] if request else None
-        response = find_response(self.responses, approval_id=approval_id, tool_call_id=call["tool_call_id"])
-        verdict = settle_verdict(
-            response,
-            approval_id=approval_id,
-            tool_call_id=call["tool_call_id"],
-            signer=self.o.approval_signer,
-            max_age_ms=self.o.approval_max_age_ms,
-            binding_run_id=self.binding_run_id,
-            tool_name=call["tool_name"],
-            tool_input=call["input"],
-        )
-        outcome.settled_by_verdict = True
-        if verdict.approved:
-            outcome.runnable = True
-            approved = verdict.payload or request or call
-            outcome.approval = {"approval_id": approval_id, "tool_name": approved.get("tool_name"),
-                                "input": approved.get("input"), "revision": (self.start.checkpoint or {}).get("step_id")}
-        elif spec.effect is not None:
-            # Not authorized to attempt; the ledger may still hold the outcome of an earlier, authorized attempt.
-            outcome.runnable, outcome.denial = True, verdict.reason
-        else:
-            outcome.result = _result(call, verdict.reason, is_error=True)
-
-    async def _ask_approval(self, outcome: _Outcome, spec: Tool) -> None:
-        call = outcome.call
-        is_client_mode = self.o.approve_tool_call is None
-        request = mint_request(
-            call=call,
-            agent_path=self.o.agent_path,
-            deps=self.deps,
-            signer=self.o.approval_signer if is_client_mode else None,
-            binding_run_id=self.binding_run_id if self.is_durable else None,
-            operation_id=spec.business_operation_id(call["tool_name"], call["input"]),
-        )
-        if is_client_mode:
-            outcome.pending = request  # suspend for a verdict
-        elif await _maybe_await(self.o.approve_tool_call(request)):
-            outcome.runnable = True
-            outcome.approval = {"approval_id": request["approval_id"], "tool_name": call["tool_name"],
-                                "input": call["input"]}
-        else:
-            outcome.result = _result(call, DENIED_REASON, is_error=True)
-
-    async def _execute_all(self, step: int, runnable: list[_Outcome], tools: dict[str, Tool], phase: _Phase) -> None:
-        async def run_one(outcome: _Outcome) -> None:
-            if self.semaphore is None:
-                await self._execute(step, outcome, tools, phase)
-            else:
-                async with self.semaphore:
-                    await self._execute(step, outcome, tools, phase)
-
-        await asyncio.gather(*(run_one(outcome) for outcome in runnable))
-
-    async def _execute(self, step: int, outcome: _Outcome, tools: dict[str, Tool], phase: _Phase) -> None:
-        call = outcome.call
-        spec = tools[call["tool_name"]]
-        ctx = ToolContext(
-            tool_call_id=call["tool_call_id"],
-            tool_name=call["tool_name"],
-            run_id=self.run_id,
-            step_index=step,
-            messages=self.messages,
-            agent_path=self.o.agent_path,
-            deps=self.deps,
-            signal=self.o.signal,
-            store=self.store,
-            root_run_id=self.binding_run_id,
-            approval_responses=self.responses,
-            approve_tool_call=self.o.approve_tool_call,
-            approval_signer=self.o.approval_signer,
-            approval_max_age_ms=self.o.approval_max_age_ms,
-            report_usage=lambda extra: phase.usage.append(normalize_usage(extra)),
-            effect_ledger=self.ledger,
-            settling=self.settling,
-            approval=outcome.approval,
-            denial=outcome.denial,
-        )
-        try:
-            output = await spec.run(call["input"], ctx)
-        except SubAgentSuspended as suspension:
-            phase.usage.append(suspension.usage)
-            phase.requests.extend(suspension.pending)
-            outcome.suspended = True
-            return
-        except (OwnershipLostError, RunHalted, StoreUnavailableError, asyncio.CancelledError):
-            raise
-        except Exception as exc:  # a failing tool is a result the model reacts to, never a dead run
-            message = redact(str(exc) or type(exc).__name__, self.deps.secrets)
-            outcome.result = _result(call, message, is_error=True)
-            return
-        outcome.result = _result(call, output, is_error=False)
 
     # ------------------------------------------------------------ durability
 
@@ -660,65 +416,10 @@ class _Leg:
         raise _Aborted
 
 
-def _tool_call_part(call: Mapping[str, Any]) -> StreamPart:
-    part = {"type": "tool-call", "tool_call_id": call["tool_call_id"], "tool_name": call["tool_name"], "input": call["input"]}
-    if call.get("input_error"):
-        part["input_error"] = call["input_error"]
-    return part
-
-
-def _model_tool_call(event: Mapping[str, Any]) -> dict[str, Any]:
-    """A model's tool-call event as a history tool call; an unusable input is kept as ``input_error``."""
-    call = {"tool_call_id": event["tool_call_id"], "tool_name": event["tool_name"], "input": event.get("input") or {}}
-    if not isinstance(call["input"], dict):
-        call["input"], call["input_error"] = {}, _not_an_object(call["input"])
-    if event.get("input_error"):
-        call["input_error"] = str(event["input_error"])
-    return call
-
-
-def _not_an_object(value: Any) -> str:
-    return (
-        f"The tool call's input is not a JSON object (got {type(value).__name__}); the tool was not run. "
-        "Call it again with an object of the named arguments."
-    )
-
-
-_STEP_REASONS = frozenset({"stop", "tool-calls", "length", "content-filter", "other"})
-
-
-def _step_reason(reason: Any, *, has_calls: bool) -> str:
-    """The model's own finish reason, or one inferred from the calls (some servers say ``stop`` with calls)."""
-    if reason not in _STEP_REASONS:
-        reason = None
-    if reason in (None, "stop", "tool-calls"):
-        return "tool-calls" if has_calls else "stop"
-    return reason
-
-
-def _tool_result_part(result: Mapping[str, Any]) -> StreamPart:
-    return {
-        "type": "tool-result",
-        "tool_call_id": result["tool_call_id"],
-        "tool_name": result["tool_name"],
-        "output": result["output"],
-        "is_error": result["is_error"],
-    }
-
-
-def _result(call: Mapping[str, Any], output: Any, *, is_error: bool) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "tool_call_id": call["tool_call_id"],
-        "tool_name": call["tool_name"],
-        "output": output,
-        "is_error": is_error,
-    }
-
 
 async def run_leg(options: CallOptions, start: LegStart, emit: Emit | None = None) -> GenerateTextResult:
     """Run one leg of a run from ``start``, reporting parts through ``emit`` (dropped when None)."""
-    return await _Leg(options, start, emit or _discard).run()
+    return await _StepEngine(options, start, emit or _discard).run()
 
 
 def _discard(part: StreamPart) -> None:

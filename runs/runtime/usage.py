@@ -12,7 +12,7 @@ from typing import Any
 
 from .types import Usage
 
-__all__ = ["CACHE_KEYS", "add_usage", "empty_usage", "normalize_usage", "usage_cost"]
+__all__ = ["CACHE_KEYS", "add_usage", "empty_usage", "normalize_usage", "total_tokens_of", "usage_cost"]
 
 #: The optional usage keys of prompt caching, kept only when non-zero.
 CACHE_KEYS = ("cache_read_tokens", "cache_write_tokens")
@@ -69,3 +69,8 @@ def add_usage(a: Mapping[str, Any], b: Mapping[str, Any]) -> Usage:
     if "cost" in a or "cost" in b:
         total["cost"] = float(a.get("cost", 0.0)) + float(b.get("cost", 0.0))
     return total
+
+
+def total_tokens_of(usage: Mapping[str, Any] | None) -> int:
+    """The total tokens of a stored usage (a run's, a leg's), 0 when it has none."""
+    return int((usage or {}).get("total_tokens", 0))

@@ -20,7 +20,7 @@ from django.utils import timezone
 from runs.models import Effect, EffectStopSwitch, EffectTransition, Run
 from runs.ownership.fencing import OwnerFence
 from runs.ownership.wakeups import runs_notify
-from runs.runtime.effects import EFFECTS_STOPPED_REASON, effect_transition_is_allowed
+from runs.runtime.effects import EFFECTS_STOPPED_REASON, effect_advance_check
 from runs.runtime.exceptions import EffectStateChanged
 from runs.stores.dispatch import dispatch
 
@@ -204,10 +204,7 @@ class DatabaseEffectLedger:
             elif effect.run_id != run_pk:
                 raise EffectStateChanged(f"Operation {operation_id} belongs to run {effect.run.run_id}: only the run "
                                          "that opened it attempts, reconciles or retries it.")
-            if effect.status != expected:
-                raise EffectStateChanged(f"Operation {operation_id} is {effect.status}, not {expected}.")
-            if not effect_transition_is_allowed(expected, status):
-                raise ValueError(f"An effect cannot go from {expected} to {status}.")
+            effect_advance_check(operation_id, current=effect.status, expected=expected, status=status)
             if effect.run_id == run_pk:  # another run's events leave the entry as its opener wrote it
                 effect_apply(effect, status, epoch=self.epoch, changes=changes or {})
                 effect.save()

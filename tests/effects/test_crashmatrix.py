@@ -30,9 +30,9 @@ def test_the_quick_crash_matrix_keeps_every_invariant_with_real_worker_processes
 
 
 def test_a_case_that_breaks_an_invariant_writes_its_schedule_and_ledger_and_replays(tmp_path, monkeypatch):
-    from runs.management.commands import crashmatrix as command
+    from bench import crash_case
 
-    monkeypatch.setattr(command, "check_invariants", lambda run_id, schedule, saw_review: ["made to fail"])
+    monkeypatch.setattr(crash_case, "check_invariants", lambda run_id, schedule, saw_review: ["made to fail"])
     with pytest.raises(AssertionError, match="1 of 1 cases broke an invariant"):
         crashmatrix("--quick", "--only", "after-effect-record", "--failures", str(tmp_path))
     [written] = list(tmp_path.glob("*.json"))
@@ -45,8 +45,9 @@ def test_a_case_that_breaks_an_invariant_writes_its_schedule_and_ledger_and_repl
 
 
 def test_the_checker_reports_a_second_payment(tmp_path):
+    from bench.crash_harness import Schedule
+    from bench.crash_invariants import check_invariants
     from demo.models import SandboxPayment
-    from runs.management.commands.crashmatrix import Schedule, check_invariants
     from runs.models import Run
 
     Run.objects.create(run_id="cm-x", agent="reimbursement", input_messages="[]", status="completed")

@@ -1,72 +1,17 @@
-"""Real worker processes against the test database, for crash tests."""
+"""Real worker processes against the test database, for crash tests: the worker and the polling are the
+benchmarks' (bench/child_processes.py, shared with the crash matrix); freezing one outside a transaction is
+the tests'."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
 
 from django.db import connection
 
-from deuz_project.database_url import database_url
+from bench.child_processes import WorkerProcess, wait_until
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-class WorkerProcess:
-    """`manage.py worker` in a child process, its output kept in a file."""
-
-    def __init__(self, name: str, log_dir: Path, **env: str) -> None:
-        self.name = name
-        self.log = log_dir / f"worker-{name}.log"
-        environment = {
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "DJANGO_SETTINGS_MODULE": "deuz_project.settings",
-            "DEUZ_LEASE_SECONDS": "2",
-            "DEUZ_DEMO_DELAY_MS": "0",
-            "PYTHONUNBUFFERED": "1",
-            **env,
-        }
-        with open(self.log, "wb") as output:
-            self.process = subprocess.Popen(
-                [sys.executable, "manage.py", "worker", "--poll", "0.1", "--concurrency", "1", "--worker-id", name],
-                cwd=REPO_ROOT, env=environment, stdout=output, stderr=subprocess.STDOUT,
-            )
-
-    @property
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_exit(self, timeout: float = 60) -> int:
-        return self.process.wait(timeout=timeout)
-
-    def signal(self, number: int) -> None:
-        self.process.send_signal(number)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def wait_until(predicate: Callable[[], object], *, timeout: float = 60, what: str = "the condition") -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"Timed out after {timeout} s waiting for {what}.")
+__all__ = ["WorkerProcess", "freeze_between_transactions", "wait_until"]
 
 
 def _write_locked(run_id: str) -> bool:

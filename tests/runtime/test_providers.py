@@ -1,7 +1,8 @@
-"""The Anthropic and OpenAI providers, driven through the official SDKs against recorded HTTP responses.
+"""The Anthropic provider (and what both providers share), driven through the official SDK against recorded HTTP
+responses; the OpenAI provider's tests are in test_providers_openai.py.
 
-Nothing reaches a real API: each SDK client gets an ``httpx2.MockTransport`` (the SDKs are built on httpx2)
-that serves recordings from ``provider_recordings`` and keeps every request it was sent.
+Nothing reaches a real API: each SDK client gets an ``httpx2.MockTransport`` (provider_fakes.FakeAPI) that serves
+recordings from ``provider_recordings`` and keeps every request it was sent.
 """
 
 from __future__ import annotations
@@ -12,126 +13,34 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
 import httpx2
-import openai
 import pytest
 
-from runs.runtime import generate_text, tool
-from runs.runtime.providers import AnthropicModel, OpenAIChatModel, create_anthropic, create_openai
+from runs.runtime import generate_text
+from runs.runtime.providers import AnthropicModel, create_anthropic
 from tests.runtime import provider_recordings as rec
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ANTHROPIC_KEY = "sk-ant-api03-TESTONLY-7dq2Lx9vQm4Rk8sWz1Yb6Nc3Hf5Jg0Tp"
-OPENAI_KEY = "sk-proj-TESTONLY-c4Vn8Qw2Ez6Rt1Yu9Io3Pa7Sd5Fg0Hjwxyz"
-PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"
-PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\nendobj\n"
-
-
-class FakeAPI:
-    """A MockTransport handler: answers each request with the next recording and keeps the requests."""
-
-    def __init__(self, *responses: str | httpx2.Response) -> None:
-        self.responses = list(responses)
-        self.requests: list[httpx2.Request] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        assert self.responses, f"no recording left for request {len(self.requests)}"
-        response = self.responses.pop(0)
-        return sse(response) if isinstance(response, str) else response
-
-    @property
-    def bodies(self) -> list[dict[str, Any]]:
-        return [json.loads(request.content) for request in self.requests]
-
-
-def sse(body: str | AsyncIterator[bytes]) -> httpx2.Response:
-    content = body.encode() if isinstance(body, str) else body
-    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=content)
-
-
-class Trickle:
-    """A response body sent one SSE event at a time, counting the events gone out so far."""
-
-    def __init__(self, recording: str) -> None:
-        self.events = [event + "\n\n" for event in recording.split("\n\n") if event.strip()]
-        self.sent = 0
-
-    def position(self, marker: str) -> int:
-        """How many events are out once the first event containing ``marker`` is."""
-        return next(i for i, event in enumerate(self.events) if marker in event) + 1
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for event in self.events:
-            self.sent += 1
-            yield event.encode()
-
-
-def anthropic_client(api: FakeAPI, *, max_retries: int = 0) -> anthropic.AsyncAnthropic:
-    transport = httpx2.MockTransport(api)
-    return anthropic.AsyncAnthropic(api_key=ANTHROPIC_KEY, max_retries=max_retries, http_client=httpx2.AsyncClient(transport=transport))
-
-
-def openai_client(api: FakeAPI, *, max_retries: int = 0) -> openai.AsyncOpenAI:
-    transport = httpx2.MockTransport(api)
-    return openai.AsyncOpenAI(api_key=OPENAI_KEY, max_retries=max_retries, http_client=httpx2.AsyncClient(transport=transport))
-
-
-def claude(api: FakeAPI, **options: Any) -> AnthropicModel:
-    # These tests read the message mapping; prompt caching's markers have their own tests (test_provider_http).
-    options.setdefault("prompt_caching", False)
-    return AnthropicModel("claude-sonnet-4-6", client=anthropic_client(api), **options)
-
-
-def gpt(api: FakeAPI, **options: Any) -> OpenAIChatModel:
-    return OpenAIChatModel("gpt-4o", client=openai_client(api), **options)
-
-
-def request(*messages: dict[str, Any], system: str | None = None, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"messages": list(messages) or [{"role": "user", "content": "Hi"}], "tools": tools or [], "system": system}
-
-
-async def events_of(model: Any, req: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The model's events, without the running ``usage`` events (test_provider_http covers those)."""
-    return [event async for event in model.stream(req or request()) if event["type"] != "usage"]
-
-
-WEATHER_SPEC = {
-    "name": "get_weather",
-    "description": "Current weather for a city.",
-    "input_schema": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["city"],
-    },
-}
-TIME_SPEC = {
-    "name": "get_time",
-    "description": "The local time in a time zone.",
-    "input_schema": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]},
-}
-WEATHER_CALL = {"type": "tool_call", "tool_call_id": "toolu_1", "tool_name": "get_weather", "input": {"city": "Paris"}}
-TIME_CALL = {"type": "tool_call", "tool_call_id": "toolu_2", "tool_name": "get_time", "input": {"timezone": "Asia/Tokyo"}}
-
-
-def result(call_id: str, name: str, output: Any, *, is_error: bool = False) -> dict[str, Any]:
-    return {"type": "tool_result", "tool_call_id": call_id, "tool_name": name, "output": output, "is_error": is_error}
-
-
-def weather_tools() -> dict[str, Any]:
-    return {
-        "get_weather": tool(
-            description=WEATHER_SPEC["description"],
-            input_schema=WEATHER_SPEC["input_schema"],
-            execute=lambda i, ctx: {"city": i["city"], "temp_c": 18},
-        ),
-        "get_time": tool(description=TIME_SPEC["description"], input_schema=TIME_SPEC["input_schema"], execute=lambda i, ctx: "21:05"),
-    }
+from tests.runtime.provider_fakes import (
+    ANTHROPIC_KEY,
+    PDF,
+    PNG,
+    REPO_ROOT,
+    TIME_CALL,
+    TIME_SPEC,
+    WEATHER_CALL,
+    WEATHER_SPEC,
+    FakeAPI,
+    Trickle,
+    anthropic_client,
+    claude,
+    events_of,
+    request,
+    result,
+    sse,
+    weather_tools,
+)
 
 
 # ======================================================================= Anthropic: the response
@@ -444,190 +353,6 @@ def test_anthropic_model_refuses_a_client_together_with_an_api_key():
     with pytest.raises(TypeError):
         AnthropicModel("claude-sonnet-4-6", client=anthropic_client(FakeAPI()), api_key=ANTHROPIC_KEY)
 
-
-# ========================================================================= OpenAI: the response
-
-
-async def test_openai_text_streams_as_deltas_then_finish_with_usage_from_the_last_chunk():
-    events = await events_of(gpt(FakeAPI(rec.OPENAI_TEXT)))
-    assert events == [
-        {"type": "text-delta", "text": "Hello"},
-        {"type": "text-delta", "text": "! How can I"},
-        {"type": "text-delta", "text": " help you today?"},
-        {"type": "finish", "usage": {"input_tokens": 19, "output_tokens": 10}, "finish_reason": "stop"},
-    ]
-
-
-async def test_openai_tool_call_deltas_are_assembled_by_index_into_tool_calls():
-    events = await events_of(gpt(FakeAPI(rec.OPENAI_TOOL_CALLS)))
-    assert events == [
-        {
-            "type": "tool-call",
-            "tool_call_id": "call_DdmO9pD3xa9XTPNJ32zg2hcA",
-            "tool_name": "get_weather",
-            "input": {"city": "Paris", "unit": "celsius"},
-        },
-        {"type": "tool-call", "tool_call_id": "call_mVbv3BGkNvyj7qL8zWQkvgKR", "tool_name": "get_time", "input": {"timezone": "Asia/Tokyo"}},
-        {"type": "finish", "usage": {"input_tokens": 142, "output_tokens": 52}, "finish_reason": "tool-calls"},
-    ]
-
-
-async def test_openai_text_deltas_leave_as_they_arrive():
-    body = Trickle(rec.OPENAI_TEXT)
-    model = gpt(FakeAPI(sse(body)))
-    sent_at = [body.sent async for event in model.stream(request()) if event["type"] == "text-delta"]
-    assert sent_at[0] == body.position('"Hello"')
-    assert sent_at[0] < len(body.events)
-
-
-# ========================================================================== OpenAI: the request
-
-
-async def test_openai_request_streams_with_usage_included():
-    api = FakeAPI(rec.OPENAI_TEXT)
-    await events_of(gpt(api))
-    body = api.bodies[0]
-    assert (body["model"], body["stream"], body["stream_options"]) == ("gpt-4o", True, {"include_usage": True})
-    assert api.requests[0].url.path == "/v1/chat/completions"
-
-
-async def test_openai_system_prompt_and_system_messages_become_one_leading_system_message():
-    api = FakeAPI(rec.OPENAI_TEXT)
-    req = request(
-        {"role": "user", "content": "Hi"},
-        {"role": "system", "content": [{"type": "text", "text": "Answer in French."}]},
-        system="Be brief.",
-    )
-    await events_of(gpt(api), req)
-    assert api.bodies[0]["messages"] == [
-        {"role": "system", "content": "Be brief.\n\nAnswer in French."},
-        {"role": "user", "content": "Hi"},
-    ]
-
-
-async def test_openai_assistant_tool_calls_carry_json_arguments():
-    api = FakeAPI(rec.OPENAI_TEXT)
-    req = request(
-        {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": [{"type": "text", "text": "Checking."}, WEATHER_CALL]},
-        {"role": "tool", "content": [result("toolu_1", "get_weather", "18C")]},
-    )
-    await events_of(gpt(api), req)
-    assert api.bodies[0]["messages"][1] == {
-        "role": "assistant",
-        "content": "Checking.",
-        "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}],
-    }
-
-
-async def test_openai_each_tool_result_becomes_its_own_tool_message_with_string_content():
-    api = FakeAPI(rec.OPENAI_TEXT)
-    req = request(
-        {"role": "user", "content": "Weather in Paris, time in Tokyo?"},
-        {"role": "assistant", "content": [WEATHER_CALL, TIME_CALL]},
-        {"role": "tool", "content": [result("toolu_1", "get_weather", {"temp_c": 18}), result("toolu_2", "get_time", "21:05")]},
-    )
-    await events_of(gpt(api), req)
-    assert api.bodies[0]["messages"][1:] == [
-        {
-            "role": "assistant",
-            "tool_calls": [
-                {"id": "toolu_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-                {"id": "toolu_2", "type": "function", "function": {"name": "get_time", "arguments": '{"timezone": "Asia/Tokyo"}'}},
-            ],
-        },
-        {"role": "tool", "tool_call_id": "toolu_1", "content": '{"temp_c": 18}'},
-        {"role": "tool", "tool_call_id": "toolu_2", "content": "21:05"},
-    ]
-
-
-async def test_openai_images_are_sent_as_data_urls():
-    api = FakeAPI(rec.OPENAI_TEXT)
-    req = request({"role": "user", "content": [{"type": "text", "text": "What is this?"}, {"type": "image", "data": PNG, "media_type": "image/png"}]})
-    await events_of(gpt(api), req)
-    assert api.bodies[0]["messages"][0]["content"] == [
-        {"type": "text", "text": "What is this?"},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()}},
-    ]
-
-
-async def test_openai_tools_are_sent_as_functions_with_parameters():
-    api = FakeAPI(rec.OPENAI_TEXT)
-    await events_of(gpt(api), request(tools=[WEATHER_SPEC]))
-    assert api.bodies[0]["tools"] == [
-        {
-            "type": "function",
-            "function": {"name": "get_weather", "description": WEATHER_SPEC["description"], "parameters": WEATHER_SPEC["input_schema"]},
-        }
-    ]
-
-
-# =========================================================================== OpenAI: errors
-
-
-async def test_openai_auth_error_raises_the_sdk_error_without_the_key():
-    api = FakeAPI(httpx2.Response(401, json=rec.OPENAI_401_BODY))
-    with pytest.raises(openai.AuthenticationError) as info:
-        await events_of(gpt(api))
-    assert info.value.status_code == 401
-    assert OPENAI_KEY not in str(info.value)
-    assert api.requests[0].headers["authorization"] == f"Bearer {OPENAI_KEY}"
-
-
-async def test_openai_error_that_echoes_the_key_is_scrubbed_of_it():
-    body = {"error": {"message": f"Incorrect API key provided: {OPENAI_KEY}.", "type": "invalid_request_error", "code": "invalid_api_key"}}
-    with pytest.raises(openai.AuthenticationError) as info:
-        await events_of(gpt(FakeAPI(httpx2.Response(401, json=body))))
-    assert OPENAI_KEY not in str(info.value)
-    assert OPENAI_KEY not in json.dumps(info.value.body)
-
-
-async def test_openai_server_error_raises_when_the_client_does_not_retry():
-    api = FakeAPI(httpx2.Response(500, json=rec.OPENAI_500_BODY), rec.OPENAI_TEXT)
-    with pytest.raises(openai.InternalServerError):
-        await events_of(gpt(api))
-    assert len(api.requests) == 1
-
-
-# ======================================================================== OpenAI: end to end
-
-
-async def test_generate_text_runs_a_tool_loop_on_openai():
-    api = FakeAPI(rec.OPENAI_TOOL_CALLS, rec.OPENAI_FINAL)
-    model = gpt(api, pricing={"input": 2.5e-6, "output": 10e-6})
-    result_ = await generate_text(
-        model=model, messages=[{"role": "user", "content": "Weather in Paris, time in Tokyo?"}], tools=weather_tools(), max_steps=3
-    )
-    assert (result_.text, result_.finish_reason) == ("It is 18°C in Paris and 21:05 in Tokyo.", "stop")
-    assert api.bodies[1]["messages"][-2:] == [
-        {"role": "tool", "tool_call_id": "call_DdmO9pD3xa9XTPNJ32zg2hcA", "content": '{"city": "Paris", "temp_c": 18}'},
-        {"role": "tool", "tool_call_id": "call_mVbv3BGkNvyj7qL8zWQkvgKR", "content": "21:05"},
-    ]
-    assert result_.usage["cost"] == pytest.approx((142 + 231) * 2.5e-6 + (52 + 14) * 10e-6)
-
-
-# ===================================================================== OpenAI: construction
-
-
-def test_create_openai_points_models_at_a_compatible_server():
-    model = create_openai(api_key=OPENAI_KEY, base_url="http://localhost:8000/v1")("llama-3.1-8b")
-    assert (model.model_id, model.client.api_key, str(model.client.base_url).rstrip("/")) == (
-        "llama-3.1-8b",
-        OPENAI_KEY,
-        "http://localhost:8000/v1",
-    )
-
-
-def test_openai_model_builds_one_client_per_event_loop():
-    model = OpenAIChatModel("gpt-4o", api_key=OPENAI_KEY)
-
-    async def clients() -> tuple[Any, Any]:
-        return model.client, model.client
-
-    first, again = asyncio.run(clients())
-    later, _ = asyncio.run(clients())
-    assert first is again
-    assert later is not first
 
 
 # ========================================================================== importing

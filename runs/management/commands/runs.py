@@ -36,6 +36,7 @@ from runs.selectors import (
     run_leg_list,
     run_list,
 )
+from runs.runtime.usage import total_tokens_of
 from runs.services.lifecycle import run_cancel, run_requeue
 from runs.services.stop_switch import effects_release, effects_stop
 
@@ -74,6 +75,18 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError("must be a positive number of seconds")
     return value
+
+
+#: How each progress event other than a text delta reads on its own line (``where``: the sub-agent's path).
+_EVENT_LINES = {
+    "step": "step {event.step_index}:",
+    "tool_call": "  -> {event.text}",
+    "tool_result": "  <- {event.text}",
+    "approval": "approval needed{where}: {event.text}",
+    "recovery": "(recovery) {event.text}",
+    "error": "error: {event.text}",
+    "retry": "(retry) {event.text}",
+}
 
 
 class Command(BaseCommand):
@@ -151,7 +164,7 @@ class Command(BaseCommand):
     def handle_list(self, *, status: str | None, agent: str | None, limit: int, **options: Any) -> None:
         runs = list(run_list(status=status, agent=agent)[:limit])
         rows = [
-            (run.run_id, run.agent, run.status, run.step_index, _total_tokens(run.usage), run.updated_at)
+            (run.run_id, run.agent, run.status, run.step_index, total_tokens_of(run.usage), run.updated_at)
             for run in runs
         ]
         self.stdout.write(table(["RUN", "AGENT", "STATUS", "STEP", "TOKENS", "UPDATED"], rows, empty="No runs."))
@@ -171,7 +184,7 @@ class Command(BaseCommand):
         out.write(f"  Next:     {state.next_action}")
         usage = run.usage or {}
         out.write(
-            f"  Step:     {run.step_index}    Tokens: {_total_tokens(usage)}"
+            f"  Step:     {run.step_index}    Tokens: {total_tokens_of(usage)}"
             f" (in {usage.get('input_tokens', 0)}, out {usage.get('output_tokens', 0)})"
         )
         lease = when(run.lease_expires_at)
@@ -259,21 +272,10 @@ class Command(BaseCommand):
             self._mid_line = True
             return
         self._end_line()
-        where = f" [{' > '.join(event.agent_path)}]" if event.agent_path else ""
-        if event.kind == "step":
-            self.stdout.write(f"step {event.step_index}:")
-        elif event.kind == "tool_call":
-            self.stdout.write(f"  -> {event.text}")
-        elif event.kind == "tool_result":
-            self.stdout.write(f"  <- {event.text}")
-        elif event.kind == "approval":
-            self.stdout.write(f"approval needed{where}: {event.text}")
-        elif event.kind == "recovery":
-            self.stdout.write(f"(recovery) {event.text}")
-        elif event.kind == "error":
-            self.stdout.write(f"error: {event.text}")
-        elif event.kind == "retry":
-            self.stdout.write(f"(retry) {event.text}")
+        line = _EVENT_LINES.get(event.kind)
+        if line is not None:
+            where = f" [{' > '.join(event.agent_path)}]" if event.agent_path else ""
+            self.stdout.write(line.format(event=event, where=where))
 
     # ---------------------------------------------------- resume, cancel
 
@@ -380,10 +382,6 @@ def _user_named(username: str) -> Any:
         return get_user_model().objects.get_by_natural_key(username)
     except get_user_model().DoesNotExist:
         raise CommandError(f"No user named {username!r}.") from None
-
-
-def _total_tokens(usage: dict[str, Any] | None) -> int:
-    return int((usage or {}).get("total_tokens", 0))
 
 
 def _last_text_message(run: Run) -> dict[str, Any] | None:
