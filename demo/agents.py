@@ -15,7 +15,7 @@ from django.conf import settings
 
 from runs.agents import AgentDefinition, LegContext, db_tool
 from demo.sandbox import (
-    EXPENSES,
+    sandbox_expense,
     sandbox_pay,
     sandbox_payment_lookup,
     sandbox_shell,
@@ -127,10 +127,10 @@ def _when(ms: Any) -> str:
 
 
 def _lookup_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    expense = EXPENSES.get(tool_input.get("expense_id", ""))
+    expense = sandbox_expense(str(tool_input.get("expense_id", "")))
     if expense is None:
         raise LookupError(f"No expense {tool_input.get('expense_id')!r} in the sandbox books.")
-    return dict(expense)
+    return expense
 
 
 def _payment_request(tool_input: dict[str, Any]) -> dict[str, Any]:
@@ -188,7 +188,7 @@ def reimbursement_agent(*, leg: LegContext | None = None) -> AgentDefinition:
                 description="Read an expense from the books.",
                 input_schema={"type": "object", "properties": {"expense_id": {"type": "string"}},
                               "required": ["expense_id"]},
-                execute=_lookup_expense,
+                execute=db_tool(_lookup_expense),
             ),
             "pay_expense": tool(
                 description="Pay an expense to its employee. Needs a reviewer's approval.",
