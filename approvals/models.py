@@ -33,6 +33,10 @@ class ApprovalRequest(models.Model):
     # Codec JSON of the exact input, sealed like checkpoints (DEUZ_ENCRYPTION_KEYS); read it as ``tool_input``.
     input_data = models.BinaryField(default=bytes, help_text="The tool input, sealed when encryption keys are set.")
     agent_path = models.JSONField(default=list, blank=True)
+    operation_id = models.CharField(
+        max_length=500, blank=True, db_index=True,
+        help_text="The business operation the call would perform, when its tool names one (Effect(operation_key=...)).",
+    )
     token = models.TextField(help_text="The signed token handed to reviewers; a bearer credential for this call.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
     issued_at = models.DateTimeField()
@@ -71,4 +75,6 @@ class ApprovalRequest(models.Model):
         }
         if self.agent_path:
             request["agent_path"] = list(self.agent_path)
+        if self.operation_id:
+            request["operation_id"] = self.operation_id
         return request

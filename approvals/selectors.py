@@ -13,15 +13,19 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from dataclasses import dataclass
+
 from approvals.errors import ApprovalNotFound
 from approvals.models import ApprovalRequest
-from runs.models import Checkpoint, Run
+from runs.models import Checkpoint, Effect, Run
 from runs.selectors import run_latest_checkpoint_row
 
 __all__ = [
+    "OperationContext",
     "approval_get",
     "approval_is_open",
     "approval_latest_verdict",
+    "approval_operation",
     "approval_pending_list",
     "approval_queue_list",
     "approval_recent_list",
@@ -133,3 +137,33 @@ def approval_verdicts_for_resume(*, run: Run) -> list[dict[str, Any]]:
             verdict["reason"] = request.reason
         verdicts.append(verdict)
     return verdicts
+
+
+@dataclass(frozen=True)
+class OperationContext:
+    """What a reviewer must know of the business operation a request would perform, before deciding it: the
+    ledger's entry when some run opened it already (performed, under way, or needing review), and the requests
+    of other runs that ask for the same operation and still wait."""
+
+    operation_id: str
+    effect: Effect | None
+    others_pending: list[ApprovalRequest]
+
+    @property
+    def opened_elsewhere(self) -> bool:
+        return self.effect is not None
+
+    @property
+    def is_performed(self) -> bool:
+        return self.effect is not None and self.effect.status in (Effect.Status.COMMITTED, Effect.Status.VERIFIED)
+
+
+def approval_operation(request: ApprovalRequest, *, now: datetime | None = None) -> OperationContext | None:
+    """The business operation ``request`` names, as it stands now; None for a call of a tool without one."""
+    if not request.operation_id:
+        return None
+    effect = (Effect.objects.filter(operation_id=request.operation_id).exclude(run_id=request.run_id)
+              .select_related("run").first())
+    others = list(_open(now or timezone.now()).filter(operation_id=request.operation_id)
+                  .exclude(run_id=request.run_id).select_related("run").order_by("issued_at", "id")[:10])
+    return OperationContext(request.operation_id, effect, others)

@@ -94,6 +94,7 @@ def approval_requests_record(*, revision: Checkpoint, requests: list[dict[str, A
                 tool_name=request["tool_name"],
                 tool_input=request.get("input") or {},
                 agent_path=list(request.get("agent_path") or []),
+                operation_id=str(request.get("operation_id") or "")[:500],
                 token=request.get("token", ""),
                 issued_at=issued_at,
                 expires_at=issued_at + max_age,

@@ -34,7 +34,19 @@ __all__ = ["CaseError", "CaseResult", "approve_pending", "resolve_as_reviewer", 
 
 RESTING = {Run.Status.SUSPENDED, Run.Status.COMPLETED, Run.Status.NEEDS_REVIEW, Run.Status.FAILED,
            Run.Status.CANCELLED}
-PROMPTS = {"reimbursement": "Reimburse exp-1042", "coder": "Fix the failing test"}
+PROMPTS = {"reimbursement": "Reimburse {expense}", "coder": "Fix the failing test"}
+
+
+def case_expense() -> str:
+    """An expense of its own for a case to pay, a copy of exp-1042 filed in the sandbox's books: a payment is a
+    business operation (pay_expense:<expense>-v1), made once per expense whichever run asks, so cases that all
+    paid exp-1042 would replay the first one's payment instead of making their own."""
+    from demo.models import SandboxExpense
+    from demo.sandbox import EXPENSES
+
+    expense_id = f"exp-9{secrets.randbelow(10**9):09d}"
+    SandboxExpense.objects.create(**{**EXPENSES["exp-1042"], "expense_id": expense_id})
+    return expense_id
 #: How often a case looks at the run and the workers while it waits.
 POLL_SECONDS = 0.05
 
@@ -161,7 +173,8 @@ def run_case(schedule: Schedule, log_dir: Path) -> CaseResult:
                                      DEUZ_FAULT_ACTION=action, **provider_env)
 
     try:
-        run_start(agent=schedule.agent, messages=[{"role": "user", "content": PROMPTS[schedule.agent]}], run_id=run_id)
+        prompt = PROMPTS[schedule.agent].format(expense=case_expense() if schedule.agent == "reimbursement" else "")
+        run_start(agent=schedule.agent, messages=[{"role": "user", "content": prompt}], run_id=run_id)
         if schedule.approval == "before":
             run_inline(run_id, on_claimed=start_first)
             if not approve_pending(run_id):

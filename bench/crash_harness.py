@@ -34,8 +34,8 @@ from django.db import connection
 
 from bench.child_processes import LEASE_SECONDS, REPO_ROOT, child_env
 from bench.crash_case import CaseResult, run_case
-from bench.crash_invariants import case_report
-from demo.models import SandboxCommand, SandboxPayment
+from bench.crash_invariants import case_report, run_payments
+from demo.models import SandboxCommand
 from deuz_project.database_url import database_url
 from runs.models import Run
 from runs.presenters.plain_text import table
@@ -251,7 +251,7 @@ def _row(result: CaseResult) -> tuple:
     if run is None or result.outcome == "not reached":
         return (result.schedule.name, result.outcome, "-", "-", "-", "-", "-", f"{result.seconds:.1f}")
     effect = run.effects.exclude(tool_name="lookup_expense").order_by("id").last()
-    outside = (SandboxPayment.objects.filter(operation_id__startswith=f"{run.run_id}:").count()
+    outside = (len(run_payments(run.run_id))
                + SandboxCommand.objects.filter(operation_id__startswith=run.run_id).count())
     return (result.schedule.name, result.outcome, run.legs.count(), run.owner_epoch,
             effect.status if effect else "-", outside, "yes" if result.saw_review else "no",

@@ -40,12 +40,19 @@ def check_invariants(run_id: str, schedule: Schedule, *, saw_review: bool) -> li
             + _receipt_breaks(run, schedule, outside, saw_review=saw_review))
 
 
+def run_payments(run_id: str) -> list[SandboxPayment]:
+    """The provider's payments for the business operations the run opened (a payment's operation id is its
+    expense's, pay_expense:<expense>-v1, not the run's)."""
+    operations = Effect.objects.filter(run__run_id=run_id).values("operation_id")
+    return list(SandboxPayment.objects.filter(operation_id__in=operations))
+
+
 def _provider_books(run_id: str, schedule: Schedule) -> list[tuple[str, dict, dict]]:
-    """What happened at the provider for the run: (operation id, request, receipt) of each payment or command."""
+    """What happened at the provider for the run: (tool call id, request, receipt) of each payment or command."""
     if schedule.agent == "reimbursement":
-        return [(payment.operation_id, payment.request, payment.receipt())
-                for payment in SandboxPayment.objects.filter(operation_id__startswith=f"{run_id}:")]
-    return [(command.operation_id, {"command": command.command}, command.result())
+        calls = dict(Effect.objects.filter(run__run_id=run_id).values_list("operation_id", "tool_call_id"))
+        return [(calls[payment.operation_id], payment.request, payment.receipt()) for payment in run_payments(run_id)]
+    return [(command.operation_id.rsplit(":", 1)[1], {"command": command.command}, command.result())
             for command in SandboxCommand.objects.filter(operation_id__startswith=f"{run_id}")]
 
 
@@ -56,13 +63,12 @@ def _approved_breaks(run: Run, outside: list[tuple[str, dict, dict]]) -> list[st
                 if request.status in {ApprovalRequest.Status.APPROVED, ApprovalRequest.Status.USED}}
     if len(outside) != 1:
         broken.append(f"{len(outside)} effects happened at the provider, not exactly one")
-    for operation_id, request, _ in outside:
-        call_id = operation_id.rsplit(":", 1)[1]
+    for call_id, request, _ in outside:
         verdict = approved.get(call_id)
         if verdict is None:
-            broken.append(f"{operation_id} happened without an approval")
+            broken.append(f"the call {call_id} happened without an approval")
         elif any(_normalized(verdict.tool_input).get(key) != value for key, value in _normalized(request).items()):
-            broken.append(f"{operation_id} happened with other arguments than approved")
+            broken.append(f"the call {call_id} happened with other arguments than approved")
     return broken
 
 
@@ -179,7 +185,7 @@ def case_report(result: CaseResult, run_id: str) -> dict[str, Any]:
                                                                   "owner_epoch")),
         "journal": [None if entry.is_sentinel else entry.decoded_part.get("type")
                     for entry in run.journal.order_by("id")],
-        "provider": [payment.receipt() for payment in SandboxPayment.objects.filter(operation_id__startswith=run_id)]
+        "provider": [payment.receipt() for payment in run_payments(run_id)]
         + [command.result() for command in SandboxCommand.objects.filter(operation_id__startswith=run_id)],
         "worker_logs": result.logs,
     }

@@ -168,7 +168,7 @@ def _check_books(report: LoadReport, followers: list[Follower], run_prefix: str)
     from django.db.models import Max, Min
 
     from demo.models import SandboxPayment
-    from runs.models import JournalEntry, Leg
+    from runs.models import Effect, JournalEntry, Leg
 
     journals: dict[str, list[int]] = defaultdict(list)
     for run_id, seq in (JournalEntry.objects.filter(run__run_id__startswith=run_prefix, is_sentinel=False)
@@ -186,12 +186,15 @@ def _check_books(report: LoadReport, followers: list[Follower], run_prefix: str)
         report.followers_complete += follower.complete
         for name in follower.errors:
             report.stream_errors[name] = report.stream_errors.get(name, 0) + 1
-    payments = SandboxPayment.objects.filter(operation_id__startswith=run_prefix)
+    # The load's runs pay two expenses, each a business operation (pay_expense:<expense>-v1) shared by every run
+    # that pays it: one payment per expense, whichever run made it; any more is a duplicate.
+    operations = Effect.objects.filter(run__run_id__startswith=run_prefix).values("operation_id")
+    payments = SandboxPayment.objects.filter(operation_id__in=operations)
     report.payments = payments.count()
-    per_run: dict[str, int] = defaultdict(int)
-    for operation_id in payments.values_list("operation_id", flat=True):
-        per_run[operation_id.split(":", 1)[0]] += 1
-    report.duplicate_effects = sum(count - 1 for count in per_run.values() if count > 1)
+    per_expense: dict[str, int] = defaultdict(int)
+    for request in payments.values_list("request", flat=True):
+        per_expense[request.get("expense_id", "")] += 1
+    report.duplicate_effects = sum(count - 1 for count in per_expense.values() if count > 1)
     # Recovery time: from the dead leg's last journal write to the recovery leg's first one.
     legs = Leg.objects.filter(run__run_id__startswith=run_prefix).order_by("run_id", "number")
     by_run: dict[int, list[Leg]] = defaultdict(list)

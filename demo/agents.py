@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 
 from runs.agents import AgentDefinition, LegContext, db_tool
 from demo.sandbox import (
-    EXPENSES,
+    sandbox_expense,
     sandbox_pay,
     sandbox_payment_lookup,
     sandbox_shell,
@@ -105,17 +106,31 @@ def _reimbursement_policy(request: dict[str, Any]) -> dict[str, Any]:
     if payment["is_error"]:
         return _say(f"The payment was not made: {payment['output']}")
     receipt = payment["output"]
+    replayed = receipt.get("replayed_from") if isinstance(receipt, dict) else None
+    if replayed:
+        return _say(
+            f"Expense {expense_id} was already paid by run {replayed['run_id']} at {_when(replayed.get('performed_at'))}: "
+            f"{receipt['amount']} {receipt['currency']} to {receipt['recipient']}, transaction "
+            f"{receipt['transaction_id']}. Nothing was paid again."
+        )
     return _say(
         f"Paid {receipt['amount']} {receipt['currency']} to {receipt['recipient']}; "
         f"transaction {receipt['transaction_id']}."
     )
 
 
+def _when(ms: Any) -> str:
+    """A ledger time (ms) as people read it."""
+    if not isinstance(ms, int):
+        return "an earlier time"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _lookup_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    expense = EXPENSES.get(tool_input.get("expense_id", ""))
+    expense = sandbox_expense(str(tool_input.get("expense_id", "")))
     if expense is None:
         raise LookupError(f"No expense {tool_input.get('expense_id')!r} in the sandbox books.")
-    return dict(expense)
+    return expense
 
 
 def _payment_request(tool_input: dict[str, Any]) -> dict[str, Any]:
@@ -129,9 +144,15 @@ def _payment_request(tool_input: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pay_expense(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    # The operation id is the provider's idempotency key; stable across crashes, since the tool call id lives in
-    # the checkpointed decision.
+    # The operation id is the provider's idempotency key: the business operation, pay_expense:<expense>-v1, the same
+    # in every run that pays this expense (and across crashes).
     return sandbox_pay(operation_id=ctx.effect.operation_id, **_payment_request(tool_input))
+
+
+def _payment_key(tool_input: dict[str, Any]) -> str:
+    """The business operation of a payment: this expense's first payment (the third design document's
+    "exp-1042-v1"), whichever run asks for it."""
+    return f"{tool_input.get('expense_id', '')}-v1"
 
 
 def _payment_reconcile(call: EffectCall) -> dict[str, Any] | None:
@@ -149,7 +170,8 @@ def _payment_verify(call: EffectCall, receipt: Any) -> bool:
 
 
 PAYMENT_EFFECT = Effect(
-    reconcile=db_tool(_payment_reconcile), verify=db_tool(_payment_verify), fingerprint=_payment_request
+    reconcile=db_tool(_payment_reconcile), verify=db_tool(_payment_verify), fingerprint=_payment_request,
+    operation_key=_payment_key,
 )
 
 
@@ -166,7 +188,7 @@ def reimbursement_agent(*, leg: LegContext | None = None) -> AgentDefinition:
                 description="Read an expense from the books.",
                 input_schema={"type": "object", "properties": {"expense_id": {"type": "string"}},
                               "required": ["expense_id"]},
-                execute=_lookup_expense,
+                execute=db_tool(_lookup_expense),
             ),
             "pay_expense": tool(
                 description="Pay an expense to its employee. Needs a reviewer's approval.",

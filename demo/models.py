@@ -5,7 +5,30 @@ from __future__ import annotations
 
 from django.db import models
 
-__all__ = ["SandboxCommand", "SandboxPayment"]
+__all__ = ["SandboxCommand", "SandboxExpense", "SandboxPayment"]
+
+
+class SandboxExpense(models.Model):
+    """An expense of the sandbox's books besides the two built-in ones (demo.sandbox.EXPENSES): the crash matrix
+    files one per case, so each case pays an expense of its own (a payment is a business operation, made once
+    per expense whichever run asks)."""
+
+    expense_id = models.CharField(max_length=40, unique=True, help_text="exp- and digits, as the demo agent reads it.")
+    employee = models.CharField(max_length=200)
+    amount = models.CharField(max_length=20)
+    currency = models.CharField(max_length=3)
+    description = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=100, default="approved by finance")
+
+    class Meta:
+        ordering = ["expense_id"]
+
+    def __str__(self) -> str:
+        return f"{self.expense_id} ({self.amount} {self.currency})"
+
+    def record(self) -> dict:
+        return {"expense_id": self.expense_id, "employee": self.employee, "amount": self.amount,
+                "currency": self.currency, "description": self.description, "status": self.status}
 
 
 class SandboxPayment(models.Model):

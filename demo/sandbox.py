@@ -15,12 +15,13 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from demo.models import SandboxCommand, SandboxPayment
+from demo.models import SandboxCommand, SandboxExpense, SandboxPayment
 
 __all__ = [
     "EXPENSES",
     "SandboxTimeout",
     "SandboxUnavailable",
+    "sandbox_expense",
     "sandbox_pay",
     "sandbox_payment_lookup",
     "sandbox_shell",
@@ -49,6 +50,14 @@ def _modes() -> set[str]:
 
 def _fingerprint(request: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+
+
+def sandbox_expense(expense_id: str) -> dict[str, Any] | None:
+    """An expense of the sandbox's books: a built-in one, or one filed as a SandboxExpense; None when unknown."""
+    if expense_id in EXPENSES:
+        return dict(EXPENSES[expense_id])
+    filed = SandboxExpense.objects.filter(expense_id=expense_id).first()
+    return filed.record() if filed is not None else None
 
 
 def sandbox_pay(*, operation_id: str, expense_id: str, amount: str, currency: str, recipient: str) -> dict[str, Any]:

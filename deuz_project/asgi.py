@@ -15,6 +15,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import get_resolver  # noqa: E402
 
 from deuz_project.heap import heap_freeze_startup  # noqa: E402
+from deuz_project.startup import agents_refuse_bad_entries  # noqa: E402
 from runs.api.socket_auth import TokenOrSessionAuthMiddlewareStack  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 
@@ -28,6 +29,10 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# An agent entry that cannot be imported stops start-up here too, named (daphne started without manage.py runs
+# no system checks).
+agents_refuse_bad_entries()
 
 # The views, imported now rather than on the first request, then everything loaded so far kept out of the
 # garbage collector's full collections (deuz_project.heap).

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 __all__ = [
+    "env_agents",
     "env_bool",
     "env_demo_model",
     "env_fernet_keys",
@@ -201,3 +202,38 @@ def env_url(name: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ImproperlyConfigured(f"{name} must be an http:// or https:// URL; got {value!r}.")
     return value.strip()
+
+
+#: An agent's name: what runs and the API call it (runs.Run.agent holds 100 characters).
+_AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: A factory's dotted path: package.module.factory.
+_DOTTED_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def env_agents(name: str) -> dict[str, str]:
+    """Agents from the operator's own code: a JSON object of agent names to the dotted paths of their factories,
+    ``{"helpdesk": "acme_agents.helpdesk.helpdesk_agent"}``. Only the shape is checked here (settings load before
+    any app); whether each path imports is a system check (runs.checks), run before serve and worker start."""
+    value = env_str(name)
+    if value is None:
+        return {}
+    try:
+        agents = json.loads(value)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f'{name} must be a JSON object of agent names to factory paths, e.g. {{"helpdesk": '
+            '"acme_agents.helpdesk.helpdesk_agent"}; it is not JSON.'
+        ) from None
+    if not isinstance(agents, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of agent names to factory paths.")
+    for agent, path in agents.items():
+        if not _AGENT_NAME.fullmatch(agent):
+            raise ImproperlyConfigured(
+                f"{name}: the agent name {agent!r} must be 1-100 letters, digits, '.', '_' or '-', starting with a "
+                "letter or digit."
+            )
+        if not isinstance(path, str) or not _DOTTED_PATH.fullmatch(path):
+            raise ImproperlyConfigured(
+                f"{name}[{agent!r}] must be the dotted path of a factory (package.module.factory); got {path!r}."
+            )
+    return agents

@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from deuz_project.env import (
+    env_agents,
     env_bool,
     env_demo_model,
     env_fernet_keys,
@@ -129,10 +130,13 @@ DEUZ_DEMO_DELAY_MS = env_int("DEUZ_DEMO_DELAY_MS", default=20, minimum=0)
 # so a new key goes first and old ones stay until nothing sealed with them is left. Unset: stored plain.
 DEUZ_ENCRYPTION_KEYS = env_fernet_keys("DEUZ_ENCRYPTION_KEYS")
 
-# Agents runs can name: name -> dotted path of a factory returning an AgentDefinition (runs.agents).
+# Agents runs can name: name -> dotted path of a factory returning an AgentDefinition (runs.agents). The built-in
+# demo agents, then the operator's own from DEUZ_AGENTS (a JSON object; a built-in's name there replaces it). An
+# entry that cannot be imported stops `manage.py serve` and `worker` (system check runs.E001, naming it).
 DEUZ_AGENTS = {
     "reimbursement": "demo.agents.reimbursement_agent",
     "coder": "demo.agents.coder_agent",
+    **env_agents("DEUZ_AGENTS"),
 }
 
 # The demo agents' model: "scripted" (no key needed), "anthropic:<model id>" or "openai:<model id>",

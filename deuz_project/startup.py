@@ -1,12 +1,14 @@
-"""What a long-lived worker process does once start-up has loaded the project, before its first claim."""
+"""What a long-lived process does once start-up has loaded the project: a worker before its first claim, the ASGI
+application before its first request."""
 
 from __future__ import annotations
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
 from deuz_project.heap import heap_freeze_startup
 
-__all__ = ["open_database_pools", "worker_process_startup"]
+__all__ = ["agents_refuse_bad_entries", "open_database_pools", "worker_process_startup"]
 
 
 def open_database_pools() -> int:
@@ -28,3 +30,13 @@ def worker_process_startup() -> int:
     number of objects frozen."""
     open_database_pools()
     return heap_freeze_startup()
+
+
+def agents_refuse_bad_entries() -> None:
+    """Stop start-up with ImproperlyConfigured naming each DEUZ_AGENTS entry that cannot be imported (system check
+    runs.E001, which manage.py runs before serve and worker; an ASGI server started on its own runs none)."""
+    from runs.checks import check_agents
+
+    errors = check_agents()
+    if errors:
+        raise ImproperlyConfigured("; ".join(error.msg for error in errors))

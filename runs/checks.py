@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from django.conf import settings
 from django.core.checks import Error, register
 from django.utils.module_loading import import_string
@@ -9,17 +11,34 @@ from django.utils.module_loading import import_string
 
 @register()
 def check_agents(app_configs=None, **kwargs):
-    """runs.E001: every DEUZ_AGENTS entry must name an importable factory."""
+    """runs.E001: every DEUZ_AGENTS entry must name an importable factory that takes ``leg=``. It runs before
+    `manage.py serve` and `worker` start (and in deuz_project.asgi), so a bad entry stops them, named."""
     errors = []
     for name, path in getattr(settings, "DEUZ_AGENTS", {}).items():
-        try:
-            factory = import_string(path)
-        except ImportError as exc:
-            errors.append(Error(f"DEUZ_AGENTS[{name!r}] = {path!r} cannot be imported: {exc}", id="runs.E001"))
-            continue
-        if not callable(factory):
-            errors.append(Error(f"DEUZ_AGENTS[{name!r}] = {path!r} is not callable.", id="runs.E001"))
+        problem = _factory_problem(path)
+        if problem:
+            errors.append(Error(f"DEUZ_AGENTS[{name!r}] = {path!r} {problem}", id="runs.E001",
+                                hint="Fix the entry in the DEUZ_AGENTS environment variable, or remove it."))
     return errors
+
+
+def _factory_problem(path: str) -> str | None:
+    try:
+        factory = import_string(path)
+    except ImportError as exc:
+        return f"cannot be imported: {exc}"
+    except Exception as exc:  # the module itself failed while importing
+        return f"cannot be imported: its module raised {type(exc).__name__}: {exc}"
+    if not callable(factory):
+        return "is not callable: it must be a factory returning an AgentDefinition."
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None
+    accepts = any(parameter.kind is parameter.VAR_KEYWORD for parameter in signature.parameters.values())
+    if not accepts and "leg" not in signature.parameters:
+        return "does not take leg=: a factory is called as factory(leg=LegContext or None)."
+    return None
 
 
 #: Each alias the service uses, with the protocol methods its back end must have.

@@ -69,6 +69,12 @@ class Run(models.Model):
     owner_epoch = models.PositiveBigIntegerField(default=0)
     worker_id = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # A business operation another run opened and has not settled (runs.runtime.effects): this run waits on it, and
+    # is queued again when it settles (runs.stores.ledger.effect_waiters_queue).
+    waits_for_operation = models.CharField(
+        max_length=500, blank=True, db_index=True,
+        help_text="The operation id of another run's effect this run waits for (empty when it waits for none).",
+    )
     cancel_requested = models.BooleanField(default=False)
     cancelled_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
@@ -210,8 +216,12 @@ class Effect(models.Model):
         RECONCILIATION = "reconciliation", "Read back from the outside system"
         PERSON = "person", "A person's resolution"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="effects")
-    operation_id = models.CharField(max_length=500, unique=True, help_text="Run id + tool call id.")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="effects",
+                            help_text="The run that opened the operation: the only one that attempts it.")
+    operation_id = models.CharField(
+        max_length=500, unique=True,
+        help_text="Run id + tool call id, or tool name + business key (an operation every run shares).",
+    )
     tool_call_id = models.CharField(max_length=200)
     tool_name = models.CharField(max_length=200)
     fingerprint = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON of tool name and input.")

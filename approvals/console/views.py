@@ -5,6 +5,7 @@ confirmation step, and an honest answer when someone decided first."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime
 from functools import wraps
 from typing import Any
@@ -22,7 +23,9 @@ from approvals.roles import REVIEWERS_GROUP, approval_is_decidable_by
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from approvals.models import ApprovalRequest
 from approvals.selectors import (
+    OperationContext,
     approval_get,
+    approval_operation,
     approval_pending_list,
     approval_queue_list,
     approval_recent_list,
@@ -87,6 +90,11 @@ class ReviewItem:
             return self.request.tool_input
         except SealedDataError:
             return None
+
+    @cached_property
+    def operation(self) -> OperationContext | None:
+        """The business operation the call would perform, when another run performed it or asks for it too."""
+        return approval_operation(self.request)
 
     @property
     def is_decidable(self) -> bool:

@@ -95,6 +95,9 @@ class EffectMetricsSerializer(serializers.Serializer):
     recovery_completion_seconds = RecoveryTimeSerializer()
     expired_approvals = serializers.IntegerField()
     manual_reconciliations = serializers.IntegerField()
+    cross_run_replays = serializers.IntegerField(
+        help_text="Business operations one run performed and another run was given the recorded result of, "
+                  "instead of performing them again.")
     effects_by_status = serializers.DictField(child=serializers.IntegerField())
     effects_stopped = StopSwitchSerializer(many=True)
 

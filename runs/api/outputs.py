@@ -191,3 +191,32 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
         fields = ["run_id", "approval_id", "tool_call_id", "tool_name", "input", "agent_path", "status", "decided_by",
                   "decided_at", "reason", "issued_at", "expires_at"]
         read_only_fields = fields
+
+
+class AgentToolEffectSerializer(serializers.Serializer):
+    """How a tool's calls go through the effect ledger."""
+
+    operation_key = serializers.BooleanField(help_text="Its operations are business operations shared by every run.")
+    reconcile = serializers.BooleanField(help_text="An unknown outcome is read back from the outside system.")
+    verify = serializers.BooleanField(help_text="A committed outcome is read back and compared with the request.")
+
+
+class AgentToolSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    input_schema = serializers.DictField(help_text="The JSON Schema a call's input is validated against.")
+    needs_approval = serializers.ChoiceField(choices=["always", "never", "conditional"],
+                                             help_text="conditional: it depends on the call's input.")
+    effect = AgentToolEffectSerializer(allow_null=True, help_text="null: the tool has no effect to record.")
+
+
+class AgentSerializer(serializers.Serializer):
+    """An agent a run can name (runs.agents.agent_describe)."""
+
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    approvals_decided_by = serializers.ChoiceField(
+        choices=["reviewers", "creator"],
+        help_text="reviewers: a reviewer who did not start the run; creator: the run's creator (reviewers may too).")
+    tools = AgentToolSerializer(many=True)
+    problem = serializers.CharField(allow_null=True, help_text="Why the agent cannot be built now (null when it can).")

@@ -5,6 +5,7 @@ from django.urls import path
 from runs.api import effect_views, views
 
 urlpatterns = [
+    path("agents/", views.AgentListApi.as_view(), name="api-agents"),
     path("runs/", views.RunCollectionApi.as_view(), name="api-runs"),
     path("runs/<str:run_id>/", views.RunDetailApi.as_view(), name="api-run-detail"),
     path("runs/<str:run_id>/checkpoints/", views.RunCheckpointListApi.as_view(), name="api-run-checkpoints"),

@@ -36,6 +36,7 @@ from runs.api.inputs import (
 from runs.api.outputs import (
     SHOW_TOKENS,
     AgentCheckpointSerializer,
+    AgentSerializer,
     ApprovalRequestSerializer,
     RunDetail,
     RunDetailSerializer,
@@ -43,6 +44,7 @@ from runs.api.outputs import (
 )
 from runs.api.parsers import ChunkedBodyRequest
 from runs.api.permissions import CanCancelRun, CanDecideApprovals, CanReadRun
+from runs.agents import agent_list
 from runs.api.schema import (
     APPROVAL_ID_PATH,
     CSRF_REFUSED,
@@ -63,6 +65,7 @@ from runs.selectors import (
 from runs.services.lifecycle import run_cancel, run_start
 
 __all__ = [
+    "AgentListApi",
     "ApiPagination",
     "ApprovalDecideApi",
     "RunCancelApi",
@@ -195,6 +198,23 @@ class RunStartApi(_Api):
         run = run_start(**serializer.validated_data, user=request.user)
         detail = RunDetailSerializer(_run_detail(run), context=_render_context(request))
         return Response(detail.data, status=status.HTTP_201_CREATED)
+
+
+class AgentListApi(_PaginatedApi):
+    """The agents a user may start, by name."""
+
+    @extend_schema(
+        operation_id="agents_list",
+        summary="The agents a run can name",
+        description="Every agent a signed-in user may start (the built-in ones and the operator's DEUZ_AGENTS): its "
+        "description, who decides its approvals, and its tools with their input schemas, approval policy and "
+        "effect. An agent whose factory fails to build is listed with its problem.",
+        parameters=[WWW_AUTHENTICATE],
+        responses={200: AgentSerializer(many=True), 401: UNAUTHENTICATED,
+                   404: error_answer('A page that does not exist ("Invalid page.").')},
+    )
+    def get(self, request: Request) -> Response:
+        return self.paginated(request, agent_list(), AgentSerializer)
 
 
 class RunCollectionApi(RunListApi, RunStartApi):

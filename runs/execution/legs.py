@@ -32,6 +32,7 @@ from runs.models import Run
 from runs.agents.retries import RetryPlan, model_error_failure, retry_plan, retry_policy_default
 from runs.runtime import Deps, RunHalted
 from runs.runtime.durable import EffectsStopped
+from runs.runtime.exceptions import EffectHeldElsewhere, EffectNeedsReview
 from runs.runtime.codec import decode_value
 from runs.runtime.durable import (
     CheckpointCorruptError,
@@ -56,7 +57,7 @@ from runs.services.lifecycle import (
     run_lease_renew,
     run_leg_finish,
 )
-from runs.stores.ledger import EFFECTS_STOPPED_FINISH
+from runs.stores.ledger import EFFECT_WAIT_FINISH, EFFECTS_STOPPED_FINISH
 from runs.stores import get_store
 from runs.stores.sessions import RunMirroringSessionStore
 
@@ -272,7 +273,10 @@ class _Leg:
         self.last_parts = [plan.part()]
         return "retry", plan.description, plan
 
-    async def close(self, finish_reason: str, usage: dict, error: str, retry: RetryPlan | None = None) -> None:
+    async def close(
+        self, finish_reason: str, usage: dict, error: str, retry: RetryPlan | None = None, *,
+        waits_for_operation: str = "",
+    ) -> None:
         """Settle the run's status for the leg's end, then tell its followers (the journal's last word, its
         sentinel, is written already: a follower that hears the end asks the database where the run stands)."""
         claim = self.claim
@@ -283,6 +287,7 @@ class _Leg:
             await sync_to_async(run_leg_finish)(
                 run_id=claim.run_id, epoch=claim.epoch, leg=claim.leg, finish_reason=finish_reason, usage=usage,
                 error=error, is_suspension_settled=lambda run: approval_suspension_is_settled(run=run), retry=retry,
+                waits_for_operation=waits_for_operation,
             )
         except OwnershipLostError:
             logger.warning("Run %s was claimed by another worker before its leg closed; abandoned.", claim.run_id)
@@ -303,7 +308,7 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
     keeper = asyncio.create_task(leg.keep_lease())
     flushed = asyncio.Event()
     flusher = asyncio.create_task(leg.writer.run(flushed))
-    finish_reason, usage, error = "error", {}, ""
+    finish_reason, usage, error, waits = "error", {}, "", ""
     model_error: ModelCallError | None = None
     try:
         stream = await leg.start()
@@ -319,10 +324,14 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
         leg.lost.set()
     except EffectsStopped as exc:  # a stop switch is on: the run waits, and continues when it is released
         finish_reason, error = EFFECTS_STOPPED_FINISH, exc.reason
+    except EffectHeldElsewhere as exc:  # another run is performing this business operation: wait until it settles
+        finish_reason, error, waits = EFFECT_WAIT_FINISH, str(exc), exc.operation_id
     except ModelCallError as exc:  # its error part is in the journal already; retried or failed below
         model_error, usage = exc, dict(exc.usage or {})
     except (CheckpointCorruptError, RunHalted) as exc:
         finish_reason, error = "needs_review", redact(str(exc), leg_secrets())
+        if isinstance(exc, EffectNeedsReview) and exc.opened_by:  # another run's operation: its resolution frees us
+            waits = exc.operation_id or ""
     except (StoreUnavailableError, DatabaseError) as exc:
         # Transient: the run goes back to the queue and a later leg resumes it from its checkpoint.
         logger.warning("Leg %s of run %s lost its store (%s); requeued.", claim.leg, claim.run_id, type(exc).__name__)
@@ -346,4 +355,4 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
         except DatabaseError as exc:  # the run goes back to the queue as after any store outage
             finish_reason, error = "aborted", redact(f"{type(exc).__name__}: {exc}", leg_secrets())
     await leg.end_journal(flusher)
-    await leg.close(finish_reason, usage, error, retry)
+    await leg.close(finish_reason, usage, error, retry, waits_for_operation=waits)

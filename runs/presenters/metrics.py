@@ -8,7 +8,9 @@ oldest unknown outcome, recovery completion time, expired approvals, manual reco
 - recovery completion time: for each effect whose outcome was established by reconciliation or a person,
   from its first attempt to that outcome;
 - expired approvals: requests that expired before anyone decided (stored as expired, or pending past expiry);
-- manual reconciliations: resolutions people made (retry, commit, abandon).
+- manual reconciliations: resolutions people made (retry, commit, abandon);
+- cross-run replays: times a run reached a business operation another run had performed, and got its recorded
+  result instead of performing it again (``Effect(operation_key=...)``).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def effect_metrics(*, now: datetime | None = None) -> dict[str, Any]:
             | Q(status=ApprovalRequest.Status.PENDING, expires_at__lte=now)
         ).count(),
         "manual_reconciliations": EffectTransition.objects.filter(actor_kind=EffectTransition.Actor.PERSON).count(),
+        "cross_run_replays": EffectTransition.objects.filter(via="replay").count(),
         "effects_by_status": {status: by_status.get(status, 0) for status in Effect.Status.values},
         "effects_stopped": [
             {"agent": switch.agent or None, "reason": switch.reason, "since": switch.changed_at.isoformat(),

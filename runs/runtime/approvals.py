@@ -38,8 +38,10 @@ def mint_request(
     deps: Deps,
     signer: Any,
     binding_run_id: str | None,
+    operation_id: str | None = None,
 ) -> ToolApprovalRequest:
-    """A new approval request for a gated call, signed when a signer is given (best effort)."""
+    """A new approval request for a gated call, signed when a signer is given (best effort). ``operation_id``
+    names the business operation the call would perform, when its tool has one (signed with the rest)."""
     request: ToolApprovalRequest = {
         "approval_id": deps.generate_id(),
         "tool_call_id": call["tool_call_id"],
@@ -48,6 +50,8 @@ def mint_request(
     }
     if agent_path:
         request["agent_path"] = list(agent_path)
+    if operation_id is not None:
+        request["operation_id"] = operation_id
     if signer is not None:
         try:
             request["token"] = signer.sign(request, run_id=binding_run_id)

@@ -18,6 +18,15 @@ fingerprint: ``EffectConflictError``. An approval-gated effect is attempted only
 exact request. While a stop switch is on, no new attempt starts (``EffectsStopped``); replays and
 reconciliation go on. ``InMemoryEffectLedger`` is the reference ledger (scripts, tests); the database one is
 ``runs.stores.ledger.DatabaseEffectLedger``.
+
+Business operations: ``Effect(operation_key=...)`` names the operation by what it does ("exp-1042-v1"), not by
+the tool call, so its id, ``f"{tool_name}:{key}"``, is shared by every run of every agent. Only the run that
+opened it attempts, reconciles or retries it, under its own fencing epoch. Another run that reaches the same
+key, once its own approval (if the tool needs one) allows the call: a committed or verified entry is replayed
+(its output says by which run and when, under ``replayed_from``), one still open makes the run wait
+(``EffectHeldElsewhere``: its leg ends and it is queued again when the entry settles), one that needs review
+makes it need review too, a failed one is its failure again, and another fingerprint is a conflict. Two runs
+racing on a new key meet at one entry: the ledger's ``open`` answers the entry that won.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from .codec import encode_value
 from .deps import Clock, SystemClock
 from .exceptions import (
     EffectConflictError,
+    EffectHeldElsewhere,
     EffectNeedsReview,
     EffectNotAuthorized,
     EffectsStopped,
@@ -57,6 +67,7 @@ __all__ = [
     "EffectEntry",
     "EffectLedger",
     "InMemoryEffectLedger",
+    "business_operation_id",
     "effect_advance_check",
     "effect_fingerprint",
     "effect_operation_id",
@@ -119,6 +130,11 @@ def effect_operation_id(run_id: str | None, tool_call_id: str) -> str:
     return f"{run_id}:{tool_call_id}" if run_id else tool_call_id
 
 
+def business_operation_id(tool_name: str, key: str) -> str:
+    """The operation id of a business operation (``Effect(operation_key=...)``), the same in every run."""
+    return f"{tool_name}:{key}"
+
+
 def _is_unknown_outcome(exc: BaseException) -> bool:
     return isinstance(exc, (TimeoutError, ConnectionError))
 
@@ -132,13 +148,15 @@ class Effect:
     output)`` reads the outcome independently (amount, recipient...) and answers whether it matches.
     ``fingerprint(input)`` picks the part of the input that identifies the request (default: all of it).
     ``is_unknown_outcome(exc)`` tells an exception after which the effect may have happened (default: timeouts
-    and connection errors) from a refusal.
+    and connection errors) from a refusal. ``operation_key(input)`` names the business operation (a non-empty
+    string, e.g. ``f"{expense_id}-v1"``), shared by every run: see the module docstring.
     """
 
     reconcile: Callable[[EffectCall], Any] | None = None
     verify: Callable[[EffectCall, Any], Any] | None = None
     fingerprint: Callable[[dict[str, Any]], Any] | None = None
     is_unknown_outcome: Callable[[BaseException], bool] = _is_unknown_outcome
+    operation_key: Callable[[dict[str, Any]], str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,6 +190,7 @@ class EffectEntry(TypedDict, total=False):
     epoch: int
     approval: dict[str, Any] | None
     outcome_source: str
+    settled_at: int | None  # ms, when it was last written (the moment a replayed outcome was recorded)
     transitions: list[dict[str, Any]]
 
 
@@ -243,11 +262,13 @@ class InMemoryEffectLedger:
         """Every entry, in the order they were opened (copies)."""
         return [_copy(entry) for entry in self._entries.values()]
 
-    def _check_owner(self, run_id: str | None) -> None:
+    def _check_owner(self, run_id: str | None, *, moves: bool = True) -> None:
+        """This view's epoch still owns its run; and, for a write that ``moves`` an entry, the entry is its run's
+        (another run records events on it, a replay or a conflict, and never moves it)."""
         if self.fence is None:
             return
         fenced_id, epoch = self.fence
-        if run_id is not None and root_run_id(run_id) != fenced_id:
+        if moves and run_id is not None and root_run_id(run_id) != fenced_id:
             raise ValueError(f"This ledger is fenced to run {fenced_id!r}, not {root_run_id(run_id)!r}.")
         if self._owners.get(fenced_id, 0) != epoch:
             raise OwnershipLostError(f"Run {fenced_id!r} is no longer owned by epoch {epoch}.")
@@ -262,7 +283,7 @@ class InMemoryEffectLedger:
         if stored is None:
             stored = {
                 "output": None, "error": "", "attempts": 0, "approval": None, "outcome_source": "",
-                **entry, "status": PROPOSED, "epoch": self.epoch, "transitions": [],
+                **entry, "status": PROPOSED, "epoch": self.epoch, "settled_at": self.clock.now(), "transitions": [],
             }
             stored["transitions"].append(self._transition(None, PROPOSED, via="tool", note="", evidence=None))
             self._entries[entry["operation_id"]] = stored
@@ -280,10 +301,14 @@ class InMemoryEffectLedger:
         changes: Mapping[str, Any] | None = None,
     ) -> EffectEntry:
         entry = self._entries[operation_id]
-        self._check_owner(entry.get("run_id"))
+        moves = status != expected
+        self._check_owner(entry.get("run_id"), moves=moves)
+        if not moves:  # an event (a replay, a conflict, a reconciliation that found nothing) keeps whatever is there
+            expected = status = entry["status"]
         effect_advance_check(operation_id, current=entry["status"], expected=expected, status=status)
         entry.update(changes or {})
-        entry["status"], entry["epoch"] = status, self.epoch
+        if status != expected:
+            entry["status"], entry["epoch"], entry["settled_at"] = status, self.epoch, self.clock.now()
         entry["transitions"].append(self._transition(expected, status, via=via, note=note, evidence=evidence))
         return _copy(entry)
 
@@ -401,15 +426,65 @@ class _Operation:
             if self.entry.get("status") == APPROVED and resolution.get("by_person"):
                 return
             raise EffectNotAuthorized(self.ctx.denial or _DENIED_BY_DEFAULT)
+        self._check_approved_request(approval)
+        if self.entry.get("status") == PROPOSED:
+            binding = {key: approval[key] for key in ("approval_id", "revision") if approval.get(key) is not None}
+            binding["fingerprint"] = self.call.fingerprint
+            await self.advance(APPROVED, via="approval", note="Approved for this exact request.", approval=binding)
+
+    def _check_approved_request(self, approval: Mapping[str, Any]) -> None:
         approved_input = approval.get("input", self.call.input)
         if approval.get("tool_name", self.call.tool_name) != self.call.tool_name or (
             self.tool.fingerprint_of(self.call.tool_name, approved_input) != self.call.fingerprint
         ):
             raise EffectNotAuthorized(APPROVAL_MISMATCH_REASON)
-        if self.entry.get("status") == PROPOSED:
-            binding = {key: approval[key] for key in ("approval_id", "revision") if approval.get(key) is not None}
-            binding["fingerprint"] = self.call.fingerprint
-            await self.advance(APPROVED, via="approval", note="Approved for this exact request.", approval=binding)
+
+    async def authorize_here(self) -> None:
+        """This run's own approval of this call, when the tool needs one: another run's operation is replayed or
+        waited for only for a call this run was allowed to make (an approval authorizes its own run only)."""
+        if not await self.tool.requires_approval(self.call.input):
+            return
+        if self.ctx.approval is None:
+            raise EffectNotAuthorized(self.ctx.denial or _DENIED_BY_DEFAULT)
+        self._check_approved_request(self.ctx.approval)
+
+    @property
+    def opened_by(self) -> str | None:
+        """The run that opened the entry, when it is another run than this call's (a shared business operation)."""
+        owner = self.entry.get("run_id")
+        if owner is None or self.call.run_id is None or root_run_id(owner) == root_run_id(self.call.run_id):
+            return None
+        return root_run_id(owner)
+
+    async def elsewhere(self, opened_by: str) -> Any:
+        """The call meets an operation another run opened: replay it, wait for it, or share its fate."""
+        await self.authorize_here()
+        entry, status = self.entry, self.entry["status"]
+        if entry["fingerprint"] != self.call.fingerprint:
+            await self.advance(status, via="conflict", note=f"Refused for run {self.call.run_id}: the same "
+                               "operation with another request.", evidence={"fingerprint": self.call.fingerprint,
+                                                                          "run_id": self.call.run_id})
+            raise EffectConflictError(
+                f"Operation {self.call.operation_id} was performed by run {opened_by} for a different request; "
+                "refusing to perform it again with other arguments."
+            )
+        if status in (COMMITTED, VERIFIED):
+            performed_at = entry.get("settled_at")
+            await self.advance(status, via="replay", note=f"Replayed for run {self.call.run_id}.",
+                               evidence={"run_id": self.call.run_id})
+            output = entry.get("output")
+            if isinstance(output, Mapping):
+                replayed = {"run_id": opened_by, "operation_id": self.call.operation_id, "performed_at": performed_at}
+                return {**output, "replayed_from": replayed}
+            return output
+        if status == FAILED:
+            raise RuntimeError(entry.get("error") or f"{self.label} failed in run {opened_by}.")
+        if status == NEEDS_REVIEW:
+            raise EffectNeedsReview(
+                f"{self.label}, opened by run {opened_by}, is waiting for a person to resolve it; this run waits for "
+                "that resolution too.", operation_id=self.call.operation_id, opened_by=opened_by,
+            )
+        raise EffectHeldElsewhere(self.call.operation_id, opened_by)
 
     async def attempt(self) -> Any:
         """Call the tool once more with the same operation id, recording the attempt first."""
@@ -446,12 +521,23 @@ class _Operation:
         return await self.settled()
 
 
+def _operation_id(tool: Tool, tool_input: dict[str, Any], ctx: ToolContext) -> str:
+    """The call's operation id: its business operation's when the tool names one, else its run's and call's."""
+    operation_key = tool.effect.operation_key if tool.effect is not None else None
+    if operation_key is None:
+        return effect_operation_id(ctx.run_id, ctx.tool_call_id)
+    key = operation_key(tool_input)
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"The operation key of {ctx.tool_name} must be a non-empty string, not {key!r}.")
+    return business_operation_id(ctx.tool_name, key)
+
+
 async def perform_effect(tool: Tool, tool_input: dict[str, Any], ctx: ToolContext) -> Any:
     """Run an effectful tool's call through the ledger: at most one effect per operation id (module docstring)."""
     ledger = ctx.effect_ledger if ctx.effect_ledger is not None else InMemoryEffectLedger()
     tool_name = ctx.tool_name
     call = EffectCall(
-        operation_id=effect_operation_id(ctx.run_id, ctx.tool_call_id),
+        operation_id=_operation_id(tool, tool_input, ctx),
         run_id=ctx.run_id,
         tool_call_id=ctx.tool_call_id,
         tool_name=tool_name,
@@ -468,6 +554,9 @@ async def perform_effect(tool: Tool, tool_input: dict[str, Any], ctx: ToolContex
             "tool_name": tool_name, "fingerprint": call.fingerprint, "input": tool_input,
         }))
     operation.entry = existing
+    opened_by = operation.opened_by
+    if opened_by is not None:
+        return await operation.elsewhere(opened_by)
     if existing["fingerprint"] != call.fingerprint:
         await operation.advance(existing["status"], via="conflict", note="Refused: the same operation id with "
                                 "another request.", evidence={"fingerprint": call.fingerprint})

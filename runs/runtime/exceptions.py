@@ -8,6 +8,7 @@ RunError
   RunHalted
     EffectNeedsReview
     EffectsStopped
+    EffectHeldElsewhere
     EffectStateChanged
   EffectConflictError
   EffectNotAuthorized
@@ -28,6 +29,7 @@ __all__ = [
     "CheckpointCorruptError",
     "CheckpointNotFoundError",
     "EffectConflictError",
+    "EffectHeldElsewhere",
     "EffectNeedsReview",
     "EffectNotAuthorized",
     "EffectStateChanged",
@@ -77,7 +79,24 @@ class RunHalted(RunError):
 
 class EffectNeedsReview(RunHalted):
     """An effect's outcome cannot be established (or did not verify): the run stops for a person to resolve it,
-    rather than gambling on a second attempt."""
+    rather than gambling on a second attempt. ``operation_id`` and ``opened_by`` name the operation when it is
+    another run's (a business operation both reached): this run waits for that person's resolution too."""
+
+    def __init__(self, message: str, *, operation_id: str | None = None, opened_by: str | None = None) -> None:
+        super().__init__(message)
+        self.operation_id = operation_id
+        self.opened_by = opened_by
+
+
+class EffectHeldElsewhere(RunHalted):
+    """Another run opened this business operation and has not settled it yet (proposed, approved, attempted or
+    unknown): this run never attempts it, it waits, and is queued again when the operation settles."""
+
+    def __init__(self, operation_id: str, opened_by: str) -> None:
+        super().__init__(f"Operation {operation_id} is being performed by run {opened_by}; this run waits until it "
+                         "settles.")
+        self.operation_id = operation_id
+        self.opened_by = opened_by
 
 
 class EffectsStopped(RunHalted):

@@ -47,7 +47,7 @@ class ApprovalGate:
             # Gated, but no request was stored: it was decided inline in a leg whose step a sub-agent
             # suspended. Ask the server-mode approver again, or deny (the safe side).
             if self.o.approve_tool_call is not None:
-                await self._ask_approval(fate)
+                await self._ask_approval(fate, spec)
             else:
                 fate.result = tool_result(call, DENIED_BY_DEFAULT_REASON, is_error=True)
             return
@@ -75,7 +75,7 @@ class ApprovalGate:
         else:
             fate.result = tool_result(call, verdict.reason, is_error=True)
 
-    async def _ask_approval(self, fate: ToolCallFate) -> None:
+    async def _ask_approval(self, fate: ToolCallFate, spec: Tool) -> None:
         call = fate.call
         is_client_mode = self.o.approve_tool_call is None
         request = mint_request(
@@ -84,6 +84,7 @@ class ApprovalGate:
             deps=self.deps,
             signer=self.o.approval_signer if is_client_mode else None,
             binding_run_id=self.binding_run_id if self.is_durable else None,
+            operation_id=spec.business_operation_id(call["tool_name"], call["input"]),
         )
         if is_client_mode:
             fate.pending = request  # suspend for a verdict

@@ -94,12 +94,14 @@ class ToolPhase:
                 fate.result = tool_result(call, call["input_error"], is_error=True)
             elif spec is None:
                 fate.result = tool_result(call, f"Unknown tool: {call['tool_name']!r}.", is_error=True)
+            elif not settle and (problem := spec.input_problem(call["input"])) is not None:
+                fate.result = tool_result(call, problem, is_error=True)  # never asked for, never run: the model fixes it
             elif settle:
                 await self._settle_call(fate, spec, pending.get(call["tool_call_id"]))
             elif spec.is_client_tool:
                 waits_for_client = True
             elif await spec.requires_approval(call["input"]):
-                await self._ask_approval(fate)
+                await self._ask_approval(fate, spec)
             else:
                 fate.runnable = True
         own_requests = [fate.pending for fate in fates if fate.pending is not None]

@@ -1,4 +1,9 @@
-"""Tools: what the model may call, whether a call needs approval, and what it gets to run with."""
+"""Tools: what the model may call, whether a call needs approval, and what it gets to run with.
+
+A call's input is checked against the tool's ``input_schema`` (JSON Schema, with the ``jsonschema`` package)
+before any approval is asked or anything runs: an invalid one is an ``is_error`` result naming the fields, so the
+model can correct itself, and never reaches a reviewer or the outside world.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .effects import Effect, EffectCall, effect_fingerprint, perform_effect
+from jsonschema.validators import validator_for
+
+from .effects import Effect, EffectCall, business_operation_id, effect_fingerprint, perform_effect
 
 if TYPE_CHECKING:
     from .deps import Deps
@@ -31,6 +38,7 @@ class Tool:
     execute: Execute | None = None
     needs_approval: NeedsApproval = False
     effect: Effect | None = None
+    _validator: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.effect is not None and not isinstance(self.effect, Effect):
@@ -49,6 +57,33 @@ class Tool:
                 verdict = await verdict
             return bool(verdict)
         return bool(self.needs_approval)
+
+    def input_problem(self, tool_input: Any) -> str | None:
+        """Why ``tool_input`` does not match ``input_schema``, naming each field, or None when it does."""
+        validator = self._validator
+        if validator is None:
+            validator = validator_for(self.input_schema)(self.input_schema)
+            object.__setattr__(self, "_validator", validator)  # built once per tool
+        problems = []
+        for error in sorted(validator.iter_errors(tool_input), key=lambda error: list(map(str, error.path))):
+            where = ".".join(str(step) for step in error.absolute_path)
+            problems.append(f"{where}: {error.message}" if where else error.message)
+        if not problems:
+            return None
+        return f"The input does not match the tool's input schema: {'; '.join(problems[:10])}."
+
+    def business_operation_id(self, tool_name: str, tool_input: dict[str, Any]) -> str | None:
+        """The id of the business operation a call of this tool would be (``Effect(operation_key=...)``), or None:
+        an approval request names it, so people see what it would do before they decide. A key function that
+        fails answers None here; the call itself then fails with its error."""
+        operation_key = self.effect.operation_key if self.effect is not None else None
+        if operation_key is None:
+            return None
+        try:
+            key = operation_key(tool_input)
+        except Exception:
+            return None
+        return business_operation_id(tool_name, key) if isinstance(key, str) and key else None
 
     def fingerprint_of(self, tool_name: str, tool_input: dict[str, Any]) -> str:
         """The digest that identifies a request of this tool (``effect.fingerprint`` picks what counts)."""

@@ -55,6 +55,7 @@ class ToolApprovalRequest(TypedDict):
     input: dict[str, Any]
     agent_path: NotRequired[list[str]]
     token: NotRequired[str]
+    operation_id: NotRequired[str]  # the business operation the call would perform (Effect(operation_key=...))
 
 
 class ToolApprovalResponse(TypedDict):

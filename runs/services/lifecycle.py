@@ -28,7 +28,7 @@ from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint, is_sub_agent_key
 from runs.runtime.types import AgentCheckpoint
 from runs.signals import run_cancelled, run_status_changed_on_commit
-from runs.stores.ledger import EFFECTS_STOPPED_FINISH, effects_stop_reason
+from runs.stores.ledger import EFFECT_WAIT_FINISH, EFFECTS_STOPPED_FINISH, effect_is_settled, effects_stop_reason
 
 __all__ = [
     "Claim",
@@ -183,11 +183,13 @@ def run_leg_finish(
     error: str = "",
     is_suspension_settled: Callable[[Run], bool] = lambda run: False,
     retry: RetryPlan | None = None,
+    waits_for_operation: str = "",
 ) -> Run:
     """Close a leg and release the lease. A suspended run keeps waiting unless ``is_suspension_settled`` (asked
     with the run's row locked) says every verdict came in while the leg was closing; a leg that ends with
-    ``finish_reason="retry"`` queues the run again for ``retry`` (its retry_at, attempt and limit); the others end
-    completed, cancelled, failed or needs_review."""
+    ``finish_reason="retry"`` queues the run again for ``retry`` (its retry_at, attempt and limit); one that ends
+    ``effect-wait`` (or needs review) on another run's business operation, ``waits_for_operation``, waits for it
+    unless it settled meanwhile; the others end completed, cancelled, failed or needs_review."""
     if (finish_reason == "retry") != (retry is not None):
         raise ValueError("A retry plan goes with finish_reason 'retry', and only with it.")
     OwnerFence(run_id, epoch).hold()
@@ -199,6 +201,7 @@ def run_leg_finish(
     run.worker_id = ""
     run.finish_reason = finish_reason
     run.error = error
+    run.waits_for_operation = waits_for_operation
     if finish_reason == "suspended":
         if run.cancel_requested:
             run.status = Run.Status.CANCELLED
@@ -215,6 +218,9 @@ def run_leg_finish(
         stopped = effects_stop_reason(agent=run.agent)
         run.status = Run.Status.CANCELLED if run.cancel_requested else (
             Run.Status.SUSPENDED if stopped else Run.Status.QUEUED)
+    elif finish_reason == EFFECT_WAIT_FINISH:  # settled while the leg was closing: it goes on at once
+        run.status = Run.Status.CANCELLED if run.cancel_requested else (
+            Run.Status.QUEUED if effect_is_settled(waits_for_operation) else Run.Status.SUSPENDED)
     elif finish_reason == "error":
         run.status = Run.Status.FAILED
         run.retry_at = None
@@ -222,8 +228,10 @@ def run_leg_finish(
         run.status = Run.Status.NEEDS_REVIEW
     else:  # stop, stop-condition, max-steps
         run.status = Run.Status.COMPLETED
+    if run.status == Run.Status.QUEUED:
+        run.waits_for_operation = ""
     run.save(update_fields=["lease_expires_at", "worker_id", "finish_reason", "error", "status", "retry_at",
-                            "retry_attempt", "retry_limit", "updated_at"])
+                            "retry_attempt", "retry_limit", "waits_for_operation", "updated_at"])
     if run.status == Run.Status.QUEUED:
         transaction.on_commit(runs_notify)
     run_status_changed_on_commit(run_pk=run.pk)

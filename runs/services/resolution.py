@@ -16,7 +16,7 @@ from runs.access import effect_is_resolvable_by
 from runs.errors import EffectNotFound, EffectNotResolvable, RunNotFound
 from runs.models import Effect, EffectTransition, Run
 from runs.ownership.wakeups import runs_notify
-from runs.stores.ledger import effect_apply, plain_json
+from runs.stores.ledger import effect_apply, effect_waiters_queue, plain_json
 
 __all__ = ["RESOLVE_ACTIONS", "effect_resolve"]
 
@@ -81,6 +81,7 @@ def effect_resolve(
         actor_kind=EffectTransition.Actor.PERSON, actor=who, user=user, via=action, note=reason[:2000],
         evidence=plain_json(evidence),
     )
+    effect_waiters_queue(effect.operation_id, opener_pk=run.pk)  # other runs that met this operation go on too
     still = run.effects.filter(status=Effect.Status.NEEDS_REVIEW).exists()
     if run.status == Run.Status.NEEDS_REVIEW and not still:
         run.status, run.error = Run.Status.QUEUED, ""

@@ -17,22 +17,31 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.models import Effect, EffectStopSwitch, EffectTransition
+from runs.models import Effect, EffectStopSwitch, EffectTransition, Run
 from runs.ownership.fencing import OwnerFence
+from runs.ownership.wakeups import runs_notify
 from runs.runtime.effects import EFFECTS_STOPPED_REASON, effect_advance_check
+from runs.runtime.exceptions import EffectStateChanged
 from runs.stores.dispatch import dispatch
 
 __all__ = [
     "EFFECTS_STOPPED_FINISH",
+    "EFFECT_WAIT_FINISH",
     "DatabaseEffectLedger",
     "effect_apply",
+    "SETTLED",
     "effect_entry",
+    "effect_is_settled",
+    "effect_waiters_queue",
     "effects_stop_reason",
     "plain_json",
 ]
 
 #: The finish reason of a leg that suspended because effects are stopped.
 EFFECTS_STOPPED_FINISH = "effects-stopped"
+
+#: The finish reason of a leg that reached a business operation another run is performing: the run waits for it.
+EFFECT_WAIT_FINISH = "effect-wait"
 
 _OUTCOMES = {Effect.Status.COMMITTED, Effect.Status.VERIFIED, Effect.Status.FAILED}
 _UNKNOWN = {Effect.Status.UNKNOWN, Effect.Status.NEEDS_REVIEW}
@@ -51,8 +60,8 @@ def plain_json(value: Any) -> Any:
     return None if value is None else json.loads(json.dumps(value, default=str))
 
 
-def effect_entry(effect: Effect, *, run_id: str | None = None) -> dict[str, Any]:
-    """An Effect row as the runtime's EffectEntry."""
+def effect_entry(effect: Effect, *, run_id: str) -> dict[str, Any]:
+    """An Effect row as the runtime's EffectEntry; ``run_id`` is the run that opened it."""
     return {
         "operation_id": effect.operation_id,
         "run_id": run_id,
@@ -67,7 +76,32 @@ def effect_entry(effect: Effect, *, run_id: str | None = None) -> dict[str, Any]
         "epoch": effect.owner_epoch,
         "approval": effect.approval,
         "outcome_source": effect.outcome_source,
+        "settled_at": int(effect.updated_at.timestamp() * 1000) if effect.updated_at else None,
     }
+
+
+#: Statuses after which nobody is working on an operation any more: the runs waiting on it may go on.
+SETTLED = frozenset({Effect.Status.COMMITTED, Effect.Status.VERIFIED, Effect.Status.FAILED, Effect.Status.NEEDS_REVIEW})
+
+
+def effect_waiters_queue(operation_id: str, *, opener_pk: int) -> int:
+    """Queue the runs that wait on ``operation_id``, another run's business operation, now that it settled (they
+    replay it, fail with it, or need review with it); in the caller's transaction. Returns how many."""
+    waiting = Run.objects.filter(waits_for_operation=operation_id, cancel_requested=False,
+                                 status__in=[Run.Status.SUSPENDED, Run.Status.NEEDS_REVIEW]).exclude(pk=opener_pk)
+    queued = waiting.update(status=Run.Status.QUEUED, waits_for_operation="", error="", updated_at=timezone.now())
+    if queued:
+        transaction.on_commit(runs_notify)
+    return queued
+
+
+def effect_is_settled(operation_id: str) -> bool:
+    """Whether the operation is settled (or gone), so a run that meant to wait on it need not; in the caller's
+    transaction, with the entry's row locked: an opener settling it right now has queued its waiters before
+    this run was one, so this read must wait for that commit rather than see the entry as it was."""
+    status = (Effect.objects.select_for_update().filter(operation_id=operation_id)
+              .values_list("status", flat=True).first())
+    return status is None or status in SETTLED
 
 
 def effect_apply(effect: Effect, status: str, *, epoch: int, changes: Mapping[str, Any]) -> None:
@@ -128,12 +162,8 @@ class DatabaseEffectLedger:
         return dispatch(effects_stop_reason, agent=self.agent)
 
     def get_sync(self, operation_id: str) -> dict[str, Any] | None:
-        effects = Effect.objects.filter(operation_id=operation_id)
-        if self.fence is None:
-            effect = effects.select_related("run").first()
-            return effect_entry(effect, run_id=effect.run.run_id) if effect is not None else None
-        effect = effects.filter(run__run_id=self.fence.run_id).first()
-        return effect_entry(effect, run_id=self.fence.run_id) if effect is not None else None
+        effect = Effect.objects.filter(operation_id=operation_id).select_related("run").first()
+        return effect_entry(effect, run_id=effect.run.run_id) if effect is not None else None
 
     def open_sync(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         with transaction.atomic():
@@ -148,7 +178,10 @@ class DatabaseEffectLedger:
             )
             if created:
                 self._record(effect, "", Effect.Status.PROPOSED, via="tool", note="Proposed.", evidence=None)
-        return effect_entry(effect, run_id=entry.get("run_id"))
+                opener = entry.get("run_id") or self._fence().run_id
+            else:  # opened already, by this run or, for a business operation, another one (the database decided)
+                opener = Run.objects.filter(pk=effect.run_id).values_list("run_id", flat=True).get()
+        return effect_entry(effect, run_id=opener)
 
     def advance_sync(
         self,
@@ -162,14 +195,23 @@ class DatabaseEffectLedger:
         changes: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         fence = self._fence()
+        moves = status != expected
         with transaction.atomic():
-            fence.hold()
-            effect = Effect.objects.select_for_update().get(operation_id=operation_id)
+            run_pk = fence.hold()
+            effect = Effect.objects.select_for_update().select_related("run").get(operation_id=operation_id)
+            if not moves:  # an event (a replay, a conflict...) records itself at whatever state the entry is in
+                expected = status = effect.status
+            elif effect.run_id != run_pk:
+                raise EffectStateChanged(f"Operation {operation_id} belongs to run {effect.run.run_id}: only the run "
+                                         "that opened it attempts, reconciles or retries it.")
             effect_advance_check(operation_id, current=effect.status, expected=expected, status=status)
-            effect_apply(effect, status, epoch=self.epoch, changes=changes or {})
-            effect.save()
+            if effect.run_id == run_pk:  # another run's events leave the entry as its opener wrote it
+                effect_apply(effect, status, epoch=self.epoch, changes=changes or {})
+                effect.save()
+                if moves and status in SETTLED:
+                    effect_waiters_queue(operation_id, opener_pk=run_pk)
             self._record(effect, expected, status, via=via, note=note, evidence=evidence)
-        return effect_entry(effect, run_id=fence.run_id)
+        return effect_entry(effect, run_id=effect.run.run_id)
 
     def _record(self, effect: Effect, old: str, new: str, *, via: str, note: str, evidence: Any) -> None:
         EffectTransition.objects.create(

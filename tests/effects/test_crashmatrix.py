@@ -50,9 +50,14 @@ def test_the_checker_reports_a_second_payment(tmp_path):
     from demo.models import SandboxPayment
     from runs.models import Run
 
-    Run.objects.create(run_id="cm-x", agent="reimbursement", input_messages="[]", status="completed")
-    for call in ("c1", "c2"):
-        SandboxPayment.objects.create(operation_id=f"cm-x:{call}", fingerprint="f", request={},
+    from runs.models import Effect
+
+    run = Run.objects.create(run_id="cm-x", agent="reimbursement", input_messages="[]", status="completed")
+    for call in ("c1", "c2"):  # two payments the run's own operations made (two expenses, two operation ids)
+        operation_id = f"pay_expense:exp-{call}-v1"
+        Effect.objects.create(run=run, operation_id=operation_id, tool_call_id=call, tool_name="pay_expense",
+                              fingerprint="f", request={}, status="committed", owner_epoch=1)
+        SandboxPayment.objects.create(operation_id=operation_id, fingerprint="f", request={},
                                       transaction_id=f"tx-{call}")
     assert "2 effects happened at the provider, not exactly one" in check_invariants(
         "cm-x", Schedule(), saw_review=False)

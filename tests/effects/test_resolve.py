@@ -25,7 +25,7 @@ def resolve_url(run: Run, effect: Effect) -> str:
 
 
 def provider_receipt(run: Run) -> dict:
-    return SandboxPayment.objects.get(operation_id__startswith=run.run_id).receipt()
+    return SandboxPayment.objects.get(operation_id__in=run.effects.values("operation_id")).receipt()
 
 
 def last_tool_result(run_id: str) -> dict:

@@ -73,7 +73,10 @@ async def test_a_resumed_leg_sends_the_prefix_its_first_leg_wrote_to_the_cache(s
     # new worker process) sends the same prefix with a breakpoint where leg 1's request ended.
     api = serve(rec.ANTHROPIC_TOOL_USE_NO_INPUT, rec.ANTHROPIC_FINAL)
     store = create_in_memory_session_store()
-    tools = {"get_time": tool(description="The time.", input_schema=TIME_SCHEMA, execute=lambda i, ctx: "21:05", needs_approval=True)}
+    # The recording's call has no arguments (ANTHROPIC_TOOL_USE_NO_INPUT), so the tool takes none: an input that
+    # does not match the schema would be refused before any approval is asked.
+    tools = {"get_time": tool(description="The time.", input_schema={"type": "object", "properties": {}},
+                              execute=lambda i, ctx: "21:05", needs_approval=True)}
     first = await generate_text(
         model=claude(api), messages=user("What time is it?"), tools=tools, system="Be brief.", session={"store": store}, max_steps=3
     )

@@ -23,7 +23,7 @@ PUBLIC = {
     runs.runtime.durable: {
         "APPROVAL_TOKEN_DENIAL_REASON", "AgentCheckpoint", "ApprovalSigner", "CheckpointCorruptError",
         "CheckpointNotFoundError", "DONE", "DurableSession", "EffectConflictError", "EffectEntry", "EffectLedger",
-        "EffectNeedsReview", "EffectNotAuthorized", "EffectsStopped", "FollowState", "IDLE", "InMemoryEffectLedger",
+        "EffectHeldElsewhere", "EffectNeedsReview", "EffectNotAuthorized", "EffectsStopped", "FollowState", "IDLE", "InMemoryEffectLedger",
         "InMemorySessionStore",
         "InMemoryStreamStateStore", "JournalPage", "OwnedSessionStore", "OwnedStreamStateStore",
         "OwnershipLostError", "SaveHook", "SavedCheckpoint", "SessionStore", "StoreUnavailableError",
