@@ -24,7 +24,7 @@ from bench.storage import stored_bytes
 from bench.workload import TimedStore, bench_run, close_thread_connections, durable_store, run_steps, sqlite_synchronous
 from runs.models import Run
 from runs.runtime.codec import encode_value
-from runs.stores import direct
+from runs.stores import direct_sqlite as direct
 
 __all__ = ["BARS", "Spread", "measure"]
 

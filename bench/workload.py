@@ -20,7 +20,7 @@ from runs.models import Run
 from runs.runtime import generate_text, stream_chat, tool
 from runs.runtime.stores import resolve
 from runs.runtime.testing import ScriptedModel
-from runs.stores import direct
+from runs.stores import direct_sqlite as direct
 
 __all__ = [
     "MESSAGES",

@@ -39,7 +39,7 @@ from runs.runtime.exceptions import CheckpointCorruptError
 from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
 from runs.runtime.types import AgentCheckpoint
 from runs.secrets.sealing import seal, unseal
-from runs.stores import direct
+from runs.stores import direct_sqlite as direct
 from runs.stores.dispatch import dispatch
 
 _PLAIN_BYTE = ord("p")  # runs.secrets.sealing's marker of unsealed data

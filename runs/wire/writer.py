@@ -22,7 +22,8 @@ from channels.layers import get_channel_layer
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from runs.runtime.wire import journal_parts
-from runs.stores import direct, get_store
+from runs.stores import direct_sqlite as direct
+from runs.stores import get_store
 from runs.wire.groups import run_stream_group
 
 __all__ = ["JournalWriter"]

@@ -13,7 +13,7 @@ from runs.errors import StaleOwnerError
 from runs.execution.legs import _Leg
 from runs.models import Checkpoint, Run, RunMessage
 from runs.services.lifecycle import Claim
-from runs.stores import direct
+from runs.stores import direct_sqlite as direct
 from runs.stores.sessions import DatabaseSessionStore
 from runs.stores.streams import DatabaseStreamStateStore
 from tests.runs.processes import wait_until
