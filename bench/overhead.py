@@ -24,7 +24,7 @@ from bench.storage import stored_bytes
 from bench.workload import TimedStore, bench_run, close_thread_connections, durable_store, run_steps, sqlite_synchronous
 from runs.models import Run
 from runs.runtime.codec import encode_value
-from runs.stores import direct
+from runs.stores import direct_sqlite
 
 __all__ = ["BARS", "Spread", "measure"]
 
@@ -190,14 +190,14 @@ async def _statements_per_save(steps: int) -> float:
     run = await sync_to_async(bench_run)("statements")
     store = TimedStore(durable_store(run.run_id))
     await sync_to_async(install)()
-    direct.close()
-    direct.CONNECT_HOOKS.append(trace)
+    direct_sqlite.close()
+    direct_sqlite.CONNECT_HOOKS.append(trace)
     try:
         await run_steps(steps, store=store, run_id=run.run_id)
     finally:
         await sync_to_async(remove)()
-        direct.CONNECT_HOOKS.remove(trace)
-        direct.close()
+        direct_sqlite.CONNECT_HOOKS.remove(trace)
+        direct_sqlite.close()
     await sync_to_async(Run.objects.filter(pk=run.pk).delete)()
     # COMMIT (and on PostgreSQL BEGIN) of the ORM's saves goes through the driver, not the wrappers: add them.
     unseen = 1 if any(sql.startswith("BEGIN") for sql in counted) else 2

@@ -20,7 +20,7 @@ from runs.models import Run
 from runs.runtime import generate_text, stream_chat, tool
 from runs.runtime.stores import resolve
 from runs.runtime.testing import ScriptedModel
-from runs.stores import direct
+from runs.stores import direct_sqlite
 
 __all__ = [
     "MESSAGES",
@@ -162,15 +162,15 @@ def sqlite_synchronous(mode: str | None) -> Any:
         raw.execute(f"PRAGMA synchronous={mode}")
 
     connection_created.connect(pragma)
-    direct.CONNECT_HOOKS.append(direct_pragma)
+    direct_sqlite.CONNECT_HOOKS.append(direct_pragma)
     from django.db import connections
 
     connections.close_all()  # so every connection of the block is new, and gets the pragma
-    direct.close()
+    direct_sqlite.close()
     try:
         yield
     finally:
         connection_created.disconnect(pragma)
-        direct.CONNECT_HOOKS.remove(direct_pragma)
+        direct_sqlite.CONNECT_HOOKS.remove(direct_pragma)
         connections.close_all()
-        direct.close()
+        direct_sqlite.close()

@@ -14,12 +14,17 @@ An async save would hop to the ORM's thread and back, which costs more than the 
 on PostgreSQL they are one statement (fence, messages, checkpoint and journal parts as data-modifying CTEs)
 on the view's own async connection (runs.stores.direct). Anything else (a first save, a suspension whose
 requests approvals records, a busy database) takes the ORM's path through a thread.
+
+This module holds what every engine shares: the protocol's methods, the loads, the chain's codec and the
+ORM's save path, which is the whole store on an engine with no fast path. Each engine's fast paths live in
+its own module, in a subclass DatabaseSessionStore builds when it is constructed on that engine
+(runs.stores.sessions_sqlite, runs.stores.sessions_postgres): a save runs its engine's code without asking
+which engine it is on, and settings, tests and benchmarks name DatabaseSessionStore alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,15 +36,15 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.errors import StaleOwnerError
-from runs.ownership.fencing import OwnerFence, adapt_run_field
-from runs.models import Checkpoint, JournalEntry, Run, RunMessage
+from runs.ownership.fencing import OwnerFence
+from runs.models import Checkpoint, Run, RunMessage
 from runs.runtime.codec import decode_value, encode_value
 from runs.runtime.exceptions import CheckpointCorruptError
 from runs.runtime.stores import SavedCheckpoint, SaveHook, root_run_id
 from runs.runtime.types import AgentCheckpoint
 from runs.secrets.sealing import seal, unseal
-from runs.stores import direct
+from runs.stores import direct_sqlite
+from runs.stores.direct import DirectUnavailable
 from runs.stores.dispatch import dispatch
 
 _PLAIN_BYTE = ord("p")  # runs.secrets.sealing's marker of unsealed data
@@ -111,6 +116,13 @@ class DatabaseSessionStore:
     #: ``fenced`` takes ``run_changes``: the run's mirror rides on the fence's UPDATE (runs.execution.legs uses it).
     folds_run_changes = True
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> DatabaseSessionStore:
+        # The default database's engine picks the class once, here: its fast paths are methods of its own class,
+        # so a save pays no check of the engine, and ``fenced`` (type(self)) builds the same engine's kind.
+        if cls is DatabaseSessionStore:
+            cls = _engine_store(connections[DEFAULT_DB_ALIAS].vendor)
+        return super().__new__(cls)
+
     def __init__(
         self, *, fence: OwnerFence | None = None, on_save: SaveHook | None = None, run_changes: RunChanges | None = None
     ) -> None:
@@ -119,11 +131,6 @@ class DatabaseSessionStore:
         self.run_changes = run_changes
         self._heads: dict[str, _Head] = {}  # fenced views only: what this view committed or loaded last, per key
         self._save_async = sync_to_async(self.save_sync)
-        # A fenced view on PostgreSQL sends its steady saves on a connection of its own (runs.stores.direct).
-        vendor = connections[DEFAULT_DB_ALIAS].vendor
-        self._postgres = (
-            direct.AsyncPostgres() if fence is not None and vendor == "postgresql" and direct.enabled() else None
-        )
 
     def __repr__(self) -> str:
         return f"DatabaseSessionStore(fence={self.fence!r})"
@@ -143,10 +150,6 @@ class DatabaseSessionStore:
             asyncio.get_running_loop()
         except RuntimeError:
             return self.save_sync(checkpoint)
-        if self._postgres is not None:
-            return self._asave_postgresql(checkpoint)
-        if self._save_direct(checkpoint):
-            return _completed(None)
         return self._save_async(checkpoint)  # one thread hop, through a wrapper built once per view
 
     def load(self, run_id: str) -> Any:
@@ -179,146 +182,44 @@ class DatabaseSessionStore:
         await self.save(checkpoint)
 
     async def aload(self, run_id: str) -> AgentCheckpoint | None:
-        """The latest checkpoint, read again. A fenced view on SQLite reads on the event loop's own connection
-        (runs.stores.direct), where its steady saves write: no thread hop on a resume's path. Any other view (or
-        when it cannot read there now) reads through the ORM's thread, which sees what that thread has not
-        committed yet."""
-        if self.fence is not None and direct.enabled() and connections[DEFAULT_DB_ALIAS].vendor == "sqlite":
-            try:
-                with connections[DEFAULT_DB_ALIAS].wrap_database_errors:
-                    return direct.read(lambda cursor: self._load(run_id, cursor))
-            except direct.DirectUnavailable:
-                pass
+        """The latest checkpoint, read again through the ORM's thread, which sees what that thread has not
+        committed yet (SQLite's fenced views read on the loop's own connection: runs.stores.sessions_sqlite)."""
         return await sync_to_async(self.load_sync)(run_id)
 
     # ------------------------------------------------------------------ writes
 
     def save_sync(self, checkpoint: AgentCheckpoint) -> Checkpoint:
         key = checkpoint["run_id"]
-        messages = checkpoint["messages"]
         # Taken out for the save: a save that fails (or rolls back) leaves this view knowing nothing, so the
         # next one reads the stored head again.
-        known = self._heads.pop(key, None)
-        if known is not None and self.fence is not None:
-            row = self._save_folded_alone(checkpoint, known)
-            if row is not None:
-                return row
+        return self._save_in_transaction(checkpoint, key, self._heads.pop(key, None))
+
+    def _save_in_transaction(self, checkpoint: AgentCheckpoint, key: str, known: _Head | None) -> Checkpoint:
+        """The save in one transaction of the ORM's, its hook inside; a failure lets the hook undo its own state."""
+        messages = checkpoint["messages"]
         try:
-            return self._save_in_transaction(checkpoint, key, known)
+            with transaction.atomic():
+                if known is None:
+                    known = _stored_head(key)
+                db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once (the proxy costs per access)
+                row, head_plain = self._save_rows(db, checkpoint, known)
+                row._state.adding, row._state.db = False, "default"
+                if self.on_save is not None:
+                    saved = SavedCheckpoint(checkpoint, row, known.status if known is not None else None)
+                    if self.fence is None:
+                        self.on_save(saved)
+                    else:
+                        with self.fence.nested():  # the hook's journal flush needs no fence check of its own
+                            self.on_save(saved)
+                if self.fence is not None:
+                    committed = _Head(row.head_id, len(messages), head_plain, messages, checkpoint["status"])
+                    transaction.on_commit(lambda: self._heads.__setitem__(key, committed))
+            return row
         except BaseException:
             rolled_back = getattr(self.on_save, "rolled_back", None)
             if rolled_back is not None:  # a hook that moved state of its own (a journal writer's counters) undoes it
                 rolled_back(checkpoint)
             raise
-
-    def _save_in_transaction(self, checkpoint: AgentCheckpoint, key: str, known: _Head | None) -> Checkpoint:
-        messages = checkpoint["messages"]
-        with transaction.atomic():
-            if known is None:
-                known = _stored_head(key)
-            db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once (the proxy costs per access)
-            if self.fence is not None and db.vendor == "postgresql":
-                row, head_plain = self._save_fenced_postgresql(db, checkpoint, known)
-            else:
-                row, head_plain = self._save_statements(db, checkpoint, known)
-            row._state.adding, row._state.db = False, "default"
-            if self.on_save is not None:
-                saved = SavedCheckpoint(checkpoint, row, known.status if known is not None else None)
-                if self.fence is None:
-                    self.on_save(saved)
-                else:
-                    with self.fence.nested():  # the hook's journal flush needs no fence check of its own
-                        self.on_save(saved)
-            if self.fence is not None:
-                committed = _Head(row.head_id, len(messages), head_plain, messages, checkpoint["status"])
-                transaction.on_commit(lambda: self._heads.__setitem__(key, committed))
-        return row
-
-    def _save_folded_alone(self, checkpoint: AgentCheckpoint, known: _Head) -> Checkpoint | None:
-        """On PostgreSQL, a steady save whose hook only writes journal parts is one statement in autocommit: the
-        fence's UPDATE, the new messages, the checkpoint and the parts, as data-modifying CTEs of one statement,
-        which is its own transaction (no BEGIN or COMMIT round trip). None when it does not apply."""
-        db = connections[DEFAULT_DB_ALIAS]
-        if db.vendor != "postgresql" or db.in_atomic_block or not db.get_autocommit():
-            return None
-        plan = self._plan_alone(db, checkpoint, known)
-        if plan is None:
-            return None
-        shared, work = plan
-        committed = False
-        try:
-            folded = self._folded(db, checkpoint, shared, work.rows() if work is not None else [])
-            with db.cursor() as cursor:
-                cursor.execute(folded.sql, folded.params)
-                written = cursor.fetchone()
-            row = self._folded_row(folded, written)
-            committed = True
-        finally:
-            if work is not None:
-                work.done(committed)
-        messages = checkpoint["messages"]
-        key, status = checkpoint["run_id"], checkpoint["status"]
-        self._heads[key] = _Head(row.head_id, len(messages), folded.head_plain, messages, status)
-        return row
-
-    def _save_direct(self, checkpoint: AgentCheckpoint) -> bool:
-        """The save on the event loop's own thread (runs.stores.direct), when it can go there: a fenced view that
-        knows the key's head, a hook that can say what it writes without the ORM, SQLite not busy. False when
-        it cannot (nothing written: the caller takes the ORM's path); raises what the write raised."""
-        fence, key = self.fence, checkpoint["run_id"]
-        known = self._heads.get(key)
-        if fence is None or known is None or not fence.knows_run_pk or root_run_id(key) != fence.run_id:
-            return False
-        messages = checkpoint["messages"]
-        shared = _known_prefix(known, messages)
-        if shared is None:
-            return False
-        work: DirectHookWork | None = None
-        if self.on_save is not None:
-            prepare = getattr(self.on_save, "direct", None)
-            work = prepare(checkpoint, known.status, fence.run_pk) if prepare is not None else None
-            if work is None:
-                return False
-        committed = False
-        del self._heads[key]  # as in save_sync: a failed save leaves this view knowing nothing
-        try:
-            with connections[DEFAULT_DB_ALIAS].wrap_database_errors:  # sqlite3's errors as Django's
-                head_id, head_plain = direct.fenced_write(
-                    lambda cursor: self._write_direct(cursor, checkpoint, shared, work)
-                )
-            committed = True
-        except direct.DirectUnavailable:
-            self._heads[key] = known
-            return False
-        finally:
-            if work is not None:
-                work.done(committed)
-        self._heads[key] = _Head(head_id, len(messages), head_plain, messages, checkpoint["status"])
-        return True
-
-    def _write_direct(
-        self, cursor: Any, checkpoint: AgentCheckpoint, shared: tuple[int | None, int, bytes | None],
-        work: DirectHookWork | None,
-    ) -> tuple[int | None, bytes | None]:
-        """The statements of a save on a sqlite3 cursor in an open transaction: the fence first, as always."""
-        assert self.fence is not None
-        db = connections[DEFAULT_DB_ALIAS]
-        key, messages = checkpoint["run_id"], checkpoint["messages"]
-        changes = self.run_changes(checkpoint) if self.run_changes is not None else {}
-        run_pk = self.fence.hold_direct(cursor, **changes)
-        head_id, count, head_plain = shared
-        message_sql = direct.sql(_message_sql(db))
-        for position in range(count, len(messages)):
-            head_plain = _encode(messages[position])
-            cursor.execute(message_sql, [run_pk, key, head_id, position, seal(head_plain)])
-            head_id = cursor.fetchone()[0] if _RETURNS_ID in message_sql else cursor.lastrowid
-        values = _checkpoint_values(checkpoint, run_pk, head_id, self.fence.epoch)
-        cursor.execute(direct.sql(_checkpoint_sql(db)), _checkpoint_params(db, values))
-        if _RETURNS_ID in message_sql:
-            cursor.fetchone()
-        if work is not None:
-            work.write(cursor)
-        return head_id, head_plain
 
     def _save_statements(
         self, db: Any, checkpoint: AgentCheckpoint, known: _Head | None
@@ -335,121 +236,11 @@ class DatabaseSessionStore:
             pk = _insert(db, cursor, _checkpoint_sql(db), _checkpoint_params(db, values))
         return _saved_row(values, pk), head_plain
 
-    def _save_fenced_postgresql(
-        self, db: Any, checkpoint: AgentCheckpoint, known: _Head | None, *, journal_rows: list[tuple] = ()
-    ) -> tuple[Checkpoint, bytes | None]:
-        """The whole save in one statement (one round trip): the fence's UPDATE, then, only if it matched a row,
-        the new messages, the checkpoint and ``journal_rows``, as data-modifying CTEs. A stale epoch matches no
-        row: nothing is written and StaleOwnerError is raised."""
-        key, messages = checkpoint["run_id"], checkpoint["messages"]
-        shared = self._shared_prefix(key, known, messages)
-        if len(messages) - shared[1] > _FOLDED_MESSAGES:  # a long first history: statement by statement
-            return self._save_statements(db, checkpoint, known)
-        folded = self._folded(db, checkpoint, shared, journal_rows)
-        with db.cursor() as cursor:
-            cursor.execute(folded.sql, folded.params)
-            written = cursor.fetchone()
-        return self._folded_row(folded, written), folded.head_plain
-
-    def _folded(
-        self, db: Any, checkpoint: AgentCheckpoint, shared: tuple[int | None, int, bytes | None],
-        journal_rows: list[tuple],
-    ) -> _Folded:
-        """The folded statement of a save whose history shares ``shared`` with the stored head, and its params."""
-        fence = self.fence
-        assert fence is not None
-        key, messages = checkpoint["run_id"], checkpoint["messages"]
-        if fence.run_id != root_run_id(key):
-            raise ValueError(f"This store is fenced to run {fence.run_id!r}, not {root_run_id(key)!r}.")
-        head_id, count, head_plain = shared
-        plains = [_encode(message) for message in messages[count:]]
-        changes = self.run_changes(checkpoint) if self.run_changes is not None else {}
-        params: list[Any] = [db.ops.adapt_datetimefield_value(timezone.now())]
-        params += [adapt_run_field(db, name, value) for name, value in changes.items()]
-        params += [fence.run_pk, fence.epoch]
-        for offset, plain in enumerate(plains):
-            params += [key, head_id] if offset == 0 else [key]
-            params += [count + offset, seal(plain)]
-        values = _checkpoint_values(checkpoint, fence.run_pk, None, fence.epoch)
-        checkpoint_params = _checkpoint_params(db, values)
-        del checkpoint_params[0]  # the run's id comes from the fence's UPDATE
-        if plains:
-            del checkpoint_params[5]  # and the head's from the last message's INSERT
-        else:
-            checkpoint_params[5] = head_id
-        params += checkpoint_params
-        if journal_rows:  # (run, seq, is_sentinel, part, epoch, created_at): the run's id comes from the fence,
-            params += [journal_rows[0][4]]  # created_at from the statement's start (now())
-            for journal_row in journal_rows:
-                params += [journal_row[1], journal_row[3]]
-        sql = _folded_sql_for(db.vendor, len(plains), tuple(changes), len(journal_rows))
-        return _Folded(sql, params, values, plains[-1] if plains else head_plain, head_id, bool(plains))
-
-    def _folded_written(self, folded: _Folded, written: tuple[Any, ...] | None) -> tuple[int | None, int]:
-        """The saved row's head and id, from what the folded statement answered (nothing: the fence matched no
-        row)."""
-        fence = self.fence
-        assert fence is not None
-        if written is None:
-            raise StaleOwnerError(fence.run_id, fence.epoch)
-        return (written[0] if folded.adds_messages else folded.head_id), written[1]
-
-    def _folded_row(self, folded: _Folded, written: tuple[Any, ...] | None) -> Checkpoint:
-        head_id, pk = self._folded_written(folded, written)
-        return _saved_row({**folded.values, "head_id": head_id}, pk)
-
-    def _plan_alone(self, db: Any, checkpoint: AgentCheckpoint, known: _Head) -> tuple[Any, ...] | None:
-        """What a folded save on its own (no transaction of the ORM's) needs: the shared prefix and the hook's
-        work; None when this save cannot go that way (the hook needs the ORM, a long new history, ...)."""
-        if db.vendor != "postgresql" or self.fence is None or not self.fence.knows_run_pk:
-            return None
-        shared = _known_prefix(known, checkpoint["messages"])
-        if shared is None or len(checkpoint["messages"]) - shared[1] > _FOLDED_MESSAGES:
-            return None
-        work: DirectHookWork | None = None
-        if self.on_save is not None:
-            prepare = getattr(self.on_save, "direct", None)
-            work = prepare(checkpoint, known.status, self.fence.run_pk) if prepare is not None else None
-            if work is None:
-                return None
-        return shared, work
-
-    async def _asave_postgresql(self, checkpoint: AgentCheckpoint) -> None:
-        """An async save on PostgreSQL: a steady one is its folded statement on this view's own async connection
-        (runs.stores.direct.AsyncPostgres), awaited without a thread hop; any other takes the ORM's path."""
-        key, messages = checkpoint["run_id"], checkpoint["messages"]
-        known = self._heads.get(key)
-        db = connections[DEFAULT_DB_ALIAS]
-        plan = self._plan_alone(db, checkpoint, known) if known is not None else None
-        if plan is None:
-            await self._save_async(checkpoint)
-            return
-        shared, work = plan
-        committed = False
-        del self._heads[key]  # a failed save leaves this view knowing nothing
-        try:
-            folded = self._folded(db, checkpoint, shared, work.rows() if work is not None else [])
-            try:
-                with db.wrap_database_errors:  # psycopg's errors as Django's
-                    written = await self._postgres.fetch_one(folded.sql, folded.params)
-            except direct.DirectUnavailable:
-                self._heads[key] = known
-                if work is not None:
-                    work.done(False)
-                    work = None
-                await self._save_async(checkpoint)
-                return
-            head_id, _ = self._folded_written(folded, written)
-            committed = True
-        finally:
-            if work is not None:
-                work.done(committed)
-        self._heads[key] = _Head(head_id, len(messages), folded.head_plain, messages, checkpoint["status"])
+    #: The save's writes in the ORM's open transaction (PostgreSQL's fenced views fold them into one statement).
+    _save_rows = _save_statements
 
     async def aclose(self) -> None:
         """Close this view's own connection, if it opened one (a leg closes its store when it ends)."""
-        if self._postgres is not None:
-            await self._postgres.aclose()
 
     def _owned_run(self, run_id: str, checkpoint: AgentCheckpoint) -> tuple[int, int]:
         """The run's primary key and the epoch writing; fenced, only while that epoch owns the run."""
@@ -504,7 +295,7 @@ class DatabaseSessionStore:
         if row is None:
             if self.fence is not None:
                 if cursor is not None and not self.fence.knows_run_pk:
-                    raise direct.DirectUnavailable("the run's key is learnt through the ORM")
+                    raise DirectUnavailable("the run's key is learnt through the ORM")
                 # Nothing stored, and while this view's epoch owns the run nobody else will store anything: its
                 # first save writes the whole history without reading a head (on PostgreSQL, direct), so the run's
                 # key is learnt here, on the ORM's thread.
@@ -536,6 +327,20 @@ class DatabaseSessionStore:
 
     def list_sync(self) -> list[str]:
         return list(Checkpoint.objects.order_by().values_list("session_key", flat=True).distinct())
+
+
+def _engine_store(vendor: str) -> type[DatabaseSessionStore]:
+    """The store class of an engine: its own where it has fast paths, else the portable one (the ORM's path).
+    Imported here, not at the top: the engines' modules build on this one."""
+    if vendor == "sqlite":
+        from runs.stores.sessions_sqlite import SQLiteSessionStore
+
+        return SQLiteSessionStore
+    if vendor == "postgresql":
+        from runs.stores.sessions_postgres import PostgresSessionStore
+
+        return PostgresSessionStore
+    return DatabaseSessionStore
 
 
 def checkpoint_from_row(row: Checkpoint, cursor: Any = None) -> AgentCheckpoint:
@@ -575,18 +380,6 @@ class RunMirroringSessionStore(Protocol):
     ) -> Any: ...
 
 
-@dataclass(slots=True)
-class _Folded:
-    """A save's folded statement (PostgreSQL), its params, and what the saved row will be."""
-
-    sql: str
-    params: list[Any]
-    values: dict[str, Any]  # the checkpoint row's, its head's id unknown yet
-    head_plain: bytes | None
-    head_id: int | None
-    adds_messages: bool
-
-
 class DirectHookWork(Protocol):
     """What a save hook writes in a direct save's transaction (runs.stores.direct), said without the ORM."""
 
@@ -613,9 +406,6 @@ class DirectSaveHook(Protocol):
 
 async def _completed(value: Any) -> Any:
     return value
-
-
-_RETURNS_ID = "RETURNING"
 
 
 def _known_prefix(known: _Head, messages: list[dict[str, Any]]) -> tuple[int | None, int, bytes | None] | None:
@@ -693,7 +483,7 @@ def _fetch(cursor: Any, sql: str, params: list[Any], *, many: bool) -> Any:
         with connection.cursor() as orm_cursor:
             orm_cursor.execute(sql, params)
             return orm_cursor.fetchall() if many else orm_cursor.fetchone()
-    cursor.execute(direct.sql(sql), params)
+    cursor.execute(direct_sqlite.sql(sql), params)
     return cursor.fetchall() if many else cursor.fetchone()
 
 
@@ -776,51 +566,6 @@ def _insert_sql(db: Any, model: Any, columns: tuple[str, ...]) -> str:
             sql += " RETURNING id"
         _SQL[key] = sql
     return sql
-
-
-#: New messages a PostgreSQL save folds into its one statement (a step adds one; more is a first, long history).
-_FOLDED_MESSAGES = 8
-
-
-@functools.cache
-def _folded_sql_for(vendor: str, new: int, changes: tuple[str, ...], journal: int = 0) -> str:
-    quote = connection.ops.quote_name
-
-    def cast(model: Any, name: str) -> str:
-        return f"%s::{model._meta.get_field(name).db_type(connection)}"
-
-    sets = ", ".join(["updated_at = %s::timestamptz", *(f"{quote(Run._meta.get_field(name).column)} = {cast(Run, name)}"
-                                                          for name in changes)])
-    parts = [f"f AS (UPDATE {quote(Run._meta.db_table)} SET {sets} WHERE id = %s AND owner_epoch = %s RETURNING id)"]
-    message_columns = ", ".join(quote(column) for column in ("run_id", "session_key", "parent_id", "position", "data"))
-    for index in range(1, new + 1):
-        parent, sources = ("%s::bigint", "f") if index == 1 else (f"m{index - 1}.id", f"f, m{index - 1}")
-        parts.append(
-            f"m{index} AS (INSERT INTO {quote(RunMessage._meta.db_table)} ({message_columns}) "
-            f"SELECT f.id, {cast(RunMessage, 'session_key')}, {parent}, {cast(RunMessage, 'position')}, "
-            f"{cast(RunMessage, 'data')} FROM {sources} RETURNING id)"
-        )
-    values = ["f.id"]
-    for name in _CHECKPOINT_COLUMNS[1:]:
-        if name == "head_id":
-            values.append(f"m{new}.id" if new else "%s::bigint")
-        else:
-            values.append(cast(Checkpoint, name))
-    sources = f"f, m{new}" if new else "f"
-    columns = ", ".join(quote(column) for column in _CHECKPOINT_COLUMNS)
-    parts.append(
-        f"c AS (INSERT INTO {quote(Checkpoint._meta.db_table)} ({columns}) SELECT {', '.join(values)} FROM {sources} "
-        "RETURNING id)"
-    )
-    if journal:
-        values = ", ".join(["(%s::integer, %s::text)"] * journal)
-        parts.append(
-            f"j AS (INSERT INTO {quote(JournalEntry._meta.db_table)} (run_id, seq, is_sentinel, part, owner_epoch, "
-            f"created_at) SELECT f.id, v.seq, false, v.part, %s::bigint, now() FROM f, (VALUES {values}) "
-            "AS v(seq, part))"
-        )
-    head = f"(SELECT id FROM m{new})" if new else "NULL"
-    return f"WITH {', '.join(parts)} SELECT {head}, c.id FROM c"
 
 
 def _message_sql(db: Any) -> str:

@@ -73,8 +73,8 @@ class DatabaseStreamStateStore:
         self, cursor: Any, run_pk: int, parts: Sequence[StreamPart], *, first_seq: int,
         encoded: Sequence[str] | None = None,
     ) -> int:
-        """``append`` on a sqlite3 cursor of runs.stores.direct, inside a transaction that holds the run's fence
-        already (a direct checkpoint save); returns the last seq."""
+        """``append`` on a sqlite3 cursor of runs.stores.direct_sqlite, inside a transaction that holds the run's
+        fence already (a direct checkpoint save); returns the last seq."""
         rows = self.rows_for(run_pk, parts, first_seq=first_seq, encoded=encoded)
         cursor.executemany(f"INSERT INTO {JournalEntry._meta.db_table} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
         return first_seq + len(rows) - 1

@@ -12,6 +12,11 @@ subscription, and notices a new one only when it wakes: a web process with no fo
 follower subscribed to a run, read that run's first notification up to 100 ms late (issue 8, verdict to
 motion on PostgreSQL: 42 ms median from the part's write to the follower, all of it in that sleep).
 RedisPubSubChannelLayer's receiver waits for the subscription instead.
+
+channels_redis has no public hook for its receive loop, so that takes its private API: all of it is in one
+class, _PromptShardConnection, written against the release CHANNELS_REDIS_VERSION names (requirements.txt pins
+it). tests/runs/test_channel_layers.py fails, saying what to re-read, when another release is installed or the
+private names it uses change.
 """
 
 from __future__ import annotations
@@ -21,9 +26,12 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer
 from channels_redis import pubsub
-from channels_redis.utils import _wrap_close, decode_hosts
+from channels_redis.utils import _wrap_close
 
-__all__ = ["LoopSafeInMemoryChannelLayer", "RedisPubSubChannelLayer"]
+__all__ = ["CHANNELS_REDIS_VERSION", "LoopSafeInMemoryChannelLayer", "RedisPubSubChannelLayer"]
+
+#: The channels-redis release _PromptShardConnection was written against (requirements.txt pins the same).
+CHANNELS_REDIS_VERSION = "4.3.0"
 
 
 class LoopSafeInMemoryChannelLayer(InMemoryChannelLayer):
@@ -56,7 +64,12 @@ class LoopSafeInMemoryChannelLayer(InMemoryChannelLayer):
 
 
 class _PromptShardConnection(pubsub.RedisSingleShardConnection):
-    """One Redis connection of the Pub/Sub layer whose idle receiver is woken by a subscription."""
+    """One Redis connection of the Pub/Sub layer whose idle receiver is woken by a subscription.
+
+    The one user of channels_redis's private API, as of CHANNELS_REDIS_VERSION: ``_do_receiving`` replaces its
+    receive loop (reading ``_pubsub``, handing messages to ``_receive_message``), and ``loop_layer`` builds a
+    loop's layer as ``RedisPubSubChannelLayer._get_layer`` does (``_layers``, ``_args``, ``_kwargs``,
+    ``utils._wrap_close``), with these connections as its ``_shards``."""
 
     #: How long an idle receiver waits unwoken before it looks again (channels_redis sleeps 0.1 s).
     idle_seconds = 5.0
@@ -64,6 +77,20 @@ class _PromptShardConnection(pubsub.RedisSingleShardConnection):
     def __init__(self, host: Any, channel_layer: Any) -> None:
         super().__init__(host, channel_layer)
         self._subscribed = asyncio.Event()
+
+    @classmethod
+    def loop_layer(cls, proxy: pubsub.RedisPubSubChannelLayer) -> pubsub.RedisPubSubLoopLayer:
+        """``proxy``'s layer of the running event loop, built on these connections the first time (and flushed
+        when the loop closes, as channels_redis's own are)."""
+        loop = asyncio.get_running_loop()
+        layer = proxy._layers.get(loop)
+        if layer is None:
+            layer = pubsub.RedisPubSubLoopLayer(*proxy._args, **proxy._kwargs, channel_layer=proxy)
+            # The layer's own connections have done nothing yet (they connect on first use): swap them.
+            layer._shards = [cls(shard.host, layer) for shard in layer._shards]
+            proxy._layers[loop] = layer
+            _wrap_close(proxy, loop)
+        return layer
 
     async def subscribe(self, channel: str) -> None:
         await super().subscribe(channel)
@@ -89,22 +116,9 @@ class _PromptShardConnection(pubsub.RedisSingleShardConnection):
                 await asyncio.sleep(1)
 
 
-class _PromptLoopLayer(pubsub.RedisPubSubLoopLayer):
-    """The Pub/Sub layer of one event loop, on prompt shard connections."""
-
-    def __init__(self, hosts: Any = None, **kwargs: Any) -> None:
-        super().__init__(hosts, **kwargs)
-        self._shards = [_PromptShardConnection(host, self) for host in decode_hosts(hosts)]
-
-
 class RedisPubSubChannelLayer(pubsub.RedisPubSubChannelLayer):
     """channels_redis's Pub/Sub layer (same CONFIG), whose receiver hears a new subscription's first message
     as soon as it comes, not after its idle sleep."""
 
     def _get_layer(self) -> pubsub.RedisPubSubLoopLayer:
-        loop = asyncio.get_running_loop()
-        layer = self._layers.get(loop)
-        if layer is None:
-            layer = self._layers[loop] = _PromptLoopLayer(*self._args, **self._kwargs, channel_layer=self)
-            _wrap_close(self, loop)
-        return layer
+        return _PromptShardConnection.loop_layer(self)

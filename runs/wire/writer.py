@@ -22,7 +22,8 @@ from channels.layers import get_channel_layer
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from runs.runtime.wire import journal_parts
-from runs.stores import direct, get_store
+from runs.stores import direct_sqlite, get_store
+from runs.stores.direct import DirectUnavailable
 from runs.wire.groups import run_stream_group
 
 __all__ = ["JournalWriter"]
@@ -199,8 +200,8 @@ class JournalWriter:
 
                 try:
                     with connections[DEFAULT_DB_ALIAS].wrap_database_errors:
-                        self.last_seq = direct.fenced_write(write)
-                except direct.DirectUnavailable:
+                        self.last_seq = direct_sqlite.fenced_write(write)
+                except DirectUnavailable:
                     return False
                 self._next_seq, self.prefix = self.last_seq + 1, []
                 self._wrote(first, texts)

@@ -10,7 +10,9 @@ from runs.errors import SealedDataError, StaleOwnerError
 from runs.runtime.exceptions import CheckpointCorruptError
 from runs.models import Checkpoint, Run, RunMessage
 from runs.services.lifecycle import run_checkpoint_mirror
-from runs.stores.sessions import DatabaseSessionStore
+from runs.stores.sessions import DatabaseSessionStore, _engine_store
+from runs.stores.sessions_postgres import PostgresSessionStore
+from runs.stores.sessions_sqlite import SQLiteSessionStore
 from tests.factories import make_run
 from tests.runs.test_store_contract import checkpoint, history
 
@@ -20,6 +22,17 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def owned_run():
     return make_run("r1", owner_epoch=3)
+
+
+def test_the_store_and_its_fenced_views_are_the_engines_own_kind():
+    engine = {"sqlite": SQLiteSessionStore, "postgresql": PostgresSessionStore}[connection.vendor]
+    store = DatabaseSessionStore()
+    assert (type(store), type(store.fenced("r1", 3)), type(store.fenced("r1", 3).fenced("r1", 4))) == (engine,) * 3
+    assert isinstance(store, DatabaseSessionStore)
+
+
+def test_an_engine_with_no_fast_path_gets_the_portable_store():
+    assert _engine_store("mysql") is DatabaseSessionStore
 
 
 def test_the_current_owner_may_write(owned_run):

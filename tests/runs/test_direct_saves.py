@@ -1,5 +1,5 @@
-"""Checkpoint saves on the event loop's own SQLite connection (runs.stores.direct), and journals that stay gapless
-when a save rolls back after its hook flushed parts."""
+"""Checkpoint saves on the event loop's own SQLite connection (runs.stores.direct_sqlite), and journals that stay
+gapless when a save rolls back after its hook flushed parts."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from runs.errors import StaleOwnerError
 from runs.execution.legs import _Leg
 from runs.models import Checkpoint, Run, RunMessage
 from runs.services.lifecycle import Claim
-from runs.stores import direct
+from runs.stores import direct_postgres, direct_sqlite
 from runs.stores.sessions import DatabaseSessionStore
 from runs.stores.streams import DatabaseStreamStateStore
 from tests.runs.processes import wait_until
@@ -40,11 +40,11 @@ def direct_statements():
     def trace(raw):
         raw.set_trace_callback(seen.append)
 
-    direct.CONNECT_HOOKS.append(trace)
-    direct.close()
+    direct_sqlite.CONNECT_HOOKS.append(trace)
+    direct_sqlite.close()
     yield seen
-    direct.CONNECT_HOOKS.remove(trace)
-    direct.close()
+    direct_sqlite.CONNECT_HOOKS.remove(trace)
+    direct_sqlite.close()
 
 
 def leg_store(epoch=3):
@@ -190,7 +190,7 @@ def test_the_loops_own_sqlite_connection_closes_when_its_loop_ends(run_r1):
     from tests.runs.test_follow_resources import database_handles
 
     connection.close()
-    direct.close()
+    direct_sqlite.close()
     before = database_handles()
     leg, store = leg_store()
 
@@ -286,7 +286,7 @@ def _direct_connections() -> int:
     """The loops' own connections to this database (the ORM's come and go with its pool)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND application_name = %s", [direct.APPLICATION_NAME])
+                       "AND application_name = %s", [direct_postgres.APPLICATION_NAME])
         return cursor.fetchone()[0]
 
 
@@ -377,7 +377,7 @@ def test_an_async_postgresql_save_never_waits_on_a_thread_that_waits_on_its_jour
 
 def _loops_prepared_statements() -> int:
     async def count() -> int:
-        shared = direct._loop_connection()
+        shared = direct_postgres._loop_connection()
         connection_ = await shared.take()  # the one the saves ran on: they ran one after the other
         try:
             cursor = await connection_.execute("SELECT count(*) FROM pg_prepared_statements")
