@@ -1,5 +1,5 @@
 """Real `manage.py worker` processes and polling, the one home of both for the crash matrix, the benchmarks and
-the crash tests (tests/runs/processes.py imports them from here; bench/ never imports from tests/).
+the crash tests (tests/processes.py imports them from here; bench/ never imports from tests/).
 
 A worker is started on this process's database with a short lease, so a killed one is taken over in seconds;
 what it inherits of the faults and the sandbox provider's behaviour is only what it is given, never what this

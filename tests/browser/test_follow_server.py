@@ -18,7 +18,7 @@ from runs.models import Run
 from runs.stores.streams import DatabaseStreamStateStore
 from tests.browser.serving import ServeProcess
 from tests.environment import PRODUCTION_ENV, clean_env
-from tests.runs.streams import person, token_of
+from tests.streams import person, token_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

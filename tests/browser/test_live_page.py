@@ -21,7 +21,7 @@ from runs.services.lifecycle import run_start
 from runs.stores.streams import DatabaseStreamStateStore
 from tests.browser.serving import ServeProcess
 from tests.environment import PRODUCTION_ENV, clean_env
-from tests.runs.processes import WorkerProcess
+from tests.processes import WorkerProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

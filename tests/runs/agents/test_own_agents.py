@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.environment import REPO_ROOT, clean_env
-from tests.runs.streams import follow, texts
+from tests.streams import follow, texts
 
 SHOW_AGENTS = "import json, django; django.setup(); from django.conf import settings; print(json.dumps(settings.DEUZ_AGENTS))"
 

@@ -8,7 +8,7 @@ import pytest
 
 from runs.runtime import Effect, generate_text, tool
 from runs.runtime.durable import EffectHeldElsewhere, EffectNeedsReview, InMemoryEffectLedger, InMemorySessionStore
-from tests.effects.ledger import Provider, paying_model
+from tests.runs.runtime.ledger import Provider, paying_model
 
 
 @pytest.fixture(autouse=True)

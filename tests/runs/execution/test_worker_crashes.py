@@ -1,0 +1,91 @@
+"""Workers are real processes here: one is SIGKILLed mid-run, another is frozen past its lease."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
+from demo.models import SandboxPayment
+from runs.models import Checkpoint, Effect, Leg, Run
+from runs.services.lifecycle import run_start
+from runs.stores.sessions import DatabaseSessionStore
+from tests.processes import freeze_between_transactions, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+
+
+def status(run_id: str) -> str:
+    return Run.objects.get(run_id=run_id).status
+
+
+def epochs_and_steps(run_id: str) -> list[tuple[int, int, str]]:
+    return list(Checkpoint.objects.filter(session_key=run_id).order_by("id").values_list("owner_epoch", "step_index", "status"))
+
+
+def reimburse(run_id: str) -> Run:
+    return run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
+
+
+def test_a_killed_workers_run_is_finished_by_another_with_no_step_lost_or_repeated(workers):
+    reimburse("crash-1")
+    first = workers("a", DEUZ_FAULT="after-step-checkpoint:1")
+    assert first.wait_exit() == -signal.SIGKILL
+    second = workers("b")
+    wait_until(lambda: status("crash-1") == "suspended", what="the second worker to reach the approval")
+    second.stop()
+    # Epoch 1 closed step 0 and died; epoch 2 went on with step 1 and never redid step 0.
+    assert epochs_and_steps("crash-1") == [(1, 0, "running"), (1, 0, "running"), (2, 1, "running"), (2, 1, "suspended")]
+    assert list(Leg.objects.filter(run__run_id="crash-1").values_list("kind", "owner_epoch")) == [("start", 1), ("recovery", 2)]
+
+
+def test_a_payment_committed_before_a_crash_is_reconciled_not_repeated(workers):
+    reimburse("crash-2")
+    before = workers("a")
+    wait_until(lambda: status("crash-2") == "suspended", what="the approval request")
+    before.stop()
+    request = ApprovalRequest.objects.get(run__run_id="crash-2")
+    approval_decide(run_id="crash-2", approval_id=request.approval_id, approved=True, token=request.token, user=None)
+    dies = workers("b", DEUZ_FAULT="after-effect-commit")
+    assert dies.wait_exit() == -signal.SIGKILL
+    workers("c")
+    wait_until(lambda: status("crash-2") == "completed", what="the run to complete")
+    effect = Effect.objects.get(run__run_id="crash-2")
+    assert (SandboxPayment.objects.count(), effect.status, effect.outcome_source) == (1, "verified", "reconciliation")
+    final = DatabaseSessionStore().load("crash-2")["messages"][-1]["content"][0]["text"]
+    assert effect.receipt["transaction_id"] in final
+
+
+def test_a_stale_worker_woken_after_its_lease_has_every_write_rejected(workers):
+    reimburse("stale-1")
+    stale = workers("stale", DEUZ_DEMO_DELAY_MS="150")
+    wait_until(lambda: Checkpoint.objects.filter(session_key="stale-1").exists(), what="the first checkpoint")
+    freeze_between_transactions(stale, "stale-1")
+    frozen_at = Checkpoint.objects.filter(session_key="stale-1").count()
+    fresh = workers("fresh")
+    wait_until(lambda: status("stale-1") == "suspended", what="the new owner to reach the approval")
+    fresh.stop()
+    stale.signal(signal.SIGCONT)
+    wait_until(lambda: "abandons" in stale.output or "abandoned" in stale.output, what="the stale worker to give up")
+    rows = epochs_and_steps("stale-1")
+    first_new = next(i for i, (epoch, _, _) in enumerate(rows) if epoch == 2)
+    assert all(epoch == 1 for epoch, _, _ in rows[:first_new]) and all(epoch == 2 for epoch, _, _ in rows[first_new:])
+    assert first_new == frozen_at
+    assert Run.objects.get(run_id="stale-1").owner_epoch == 2 and status("stale-1") == "suspended"
+
+
+def test_cancelling_a_running_run_stops_it_before_its_next_model_call(workers):
+    from runs.services.lifecycle import run_cancel
+
+    run_start(agent="coder", messages=[{"role": "user", "content": "Fix the failing test"}], run_id="cancel-1")
+    workers("slow", DEUZ_DEMO_DELAY_MS="300")
+    wait_until(lambda: status("cancel-1") == "running", what="the worker to claim the run")
+    run_cancel(run_id="cancel-1")
+    wait_until(lambda: status("cancel-1") == "cancelled", what="the leg to stop")
+    run = Run.objects.get(run_id="cancel-1")
+    # The first step streams slowly; it was interrupted, so no step closed and no approval was asked.
+    assert (run.finish_reason, run.step_index, run.approval_requests.count()) == ("aborted", -1, 0)

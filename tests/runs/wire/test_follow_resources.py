@@ -1,0 +1,379 @@
+"""What a follower costs (issue 12): a bounded set of database connections for any number of followers,
+every handle given back when they go, a cap on streams per user, and failures that end in one redacted part.
+
+The streams run through the project's ASGI application on an event loop of their own thread, as under
+daphne: each request's synchronous calls then run in a thread of the request's own, which is how open
+streams once held a connection each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import DataError, OperationalError, connection
+from rest_framework.test import APIClient
+
+from runs.wire.reads import FollowerReads
+from runs.wire.followers import follow_open
+from runs.models import Run
+from runs.stores.streams import DatabaseStreamStateStore
+from tests.processes import wait_until
+from tests.streams import SseStream, parse_sse, person, token_header, token_of, ws_follow, ws_frames
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The followers' shared database threads, the test's own connections, and on SQLite one direct connection per
+# event loop thread that saves checkpoints (runs.stores.direct): a bound that does not grow with followers.
+MAX_HANDLES = 12
+
+
+def database_handles() -> int:
+    """This test database's connections on PostgreSQL (every process's); this process's file handles on SQLite."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+            return cursor.fetchone()[0]
+    name = os.path.realpath(connection.settings_dict["NAME"])
+    handles = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            handles += os.readlink(fd) == name
+        except OSError:  # closed while listed
+            pass
+    return handles
+
+
+def like_daphne(scenario):
+    """Run ``scenario()`` on an event loop in a thread of its own, with no synchronous caller to fall back to."""
+    outcome: dict = {}
+
+    def main():
+        try:
+            outcome["value"] = asyncio.run(scenario())
+        except BaseException as exc:  # noqa: BLE001 (re-raised in the test's thread)
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=main)
+    thread.start()
+    thread.join(timeout=110)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def queued_run(run_id: str, user) -> Run:
+    """A run no worker takes here: its followers tail it until it is closed."""
+    return Run.objects.create(run_id=run_id, agent="reimbursement", input_messages="[]", created_by=user)
+
+
+@pytest.fixture
+def followers():
+    """Three users with a queued run each, and the request headers of 20 streams per user (the default cap)."""
+    users = [person(f"tail-{n}") for n in range(3)]
+    for user in users:
+        queued_run(f"tail-{user.username}", user)
+    return [(f"/api/runs/tail-{user.username}/events/", [token_header(user)]) for user in users for _ in range(20)]
+
+
+def _sixty_streams(followers, *, while_open):
+    """Open every stream, append a part to each run and wait until every stream has it (so all of them are
+    reading), sampling the database handles all along; then ``while_open()``, then close them all."""
+
+    async def scenario():
+        streams = [SseStream(path, headers=headers) for path, headers in followers]
+        statuses = await asyncio.gather(*(stream.open() for stream in streams))
+        await sync_to_async(_append_to_every_run, thread_sensitive=False)()
+        reading = asyncio.gather(*(stream.read_until("id: 0") for stream in streams))
+        peak = 0
+        while not reading.done():
+            peak = max(peak, await sync_to_async(_sample, thread_sensitive=False)())
+            await asyncio.sleep(0.05)
+        await reading
+        during = await sync_to_async(while_open, thread_sensitive=False)()
+        await asyncio.gather(*(stream.close() for stream in streams))
+        return statuses, peak, during
+
+    return like_daphne(scenario)
+
+
+def _sample() -> int:
+    try:
+        return database_handles()
+    finally:
+        connection.close()  # the sampler is no follower: its own connection must not stay behind
+
+
+def _append_to_every_run() -> None:
+    try:
+        for run_id in Run.objects.values_list("run_id", flat=True):
+            DatabaseStreamStateStore().append_sync(run_id, [{"type": "text-delta", "text": "hello"}])
+    finally:
+        connection.close()  # this thread is not a follower's: its handle must not count
+
+
+def test_a_stream_sends_its_first_bytes_before_the_run_s_first_part():
+    # daphne sends the status line with the first body bytes: without them a client waits for a part.
+    user = person("early")
+    queued_run("quiet", user)
+    headers = [token_header(user)]
+
+    async def scenario():
+        stream = SseStream("/api/runs/quiet/events/", headers=headers)
+        await stream.open()
+        message = await stream.communicator.receive_output(timeout=5)
+        await stream.close()
+        return message["body"]
+
+    assert like_daphne(scenario) == b": following\n\n"
+
+
+def test_sixty_followers_share_a_few_database_connections(followers):
+    statuses, peak, _ = _sixty_streams(followers, while_open=lambda: None)
+    assert statuses == [200] * 60
+    assert peak <= MAX_HANDLES, f"{peak} database handles for 60 followers"
+
+
+def test_the_api_answers_while_sixty_followers_are_open(followers):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {token_of(person('bystander'))}")
+
+    def list_runs():
+        try:
+            return api.get("/api/runs/").status_code
+        finally:
+            connection.close()
+
+    _, _, answer = _sixty_streams(followers, while_open=list_runs)
+    assert answer == 200
+
+
+def _handles_of_others() -> int:
+    """The database handles besides this thread's own (SQLite keeps a closed handle open while another
+    connection of the process holds a lock on the file, so this thread's connection goes first)."""
+    connection.close()
+    return database_handles()
+
+
+def test_followers_that_went_leave_no_database_handle_behind(followers):
+    before = _handles_of_others()
+    _sixty_streams(followers, while_open=lambda: None)
+    wait_until(lambda: _handles_of_others() <= before, timeout=20, what=f"the handles to fall back to {before}")
+
+
+def _open_streams(user, count: int, run_id: str) -> list[int]:
+    headers = [token_header(user)]
+
+    async def scenario():
+        streams = [SseStream(f"/api/runs/{run_id}/events/", headers=headers) for _ in range(count)]
+        statuses = [await stream.open() for stream in streams]
+        await asyncio.gather(*(stream.close() for stream in streams))
+        return statuses
+
+    return like_daphne(scenario)
+
+
+def test_a_user_over_the_stream_cap_gets_a_429(settings):
+    settings.DEUZ_MAX_STREAMS_PER_USER = 2
+    user = person("greedy")
+    queued_run("capped", user)
+    assert _open_streams(user, 3, "capped") == [200, 200, 429]
+
+
+def test_the_429_says_why_in_json(settings):
+    settings.DEUZ_MAX_STREAMS_PER_USER = 1
+    user = person("greedy")
+    queued_run("capped", user)
+
+    headers = [token_header(user)]
+
+    async def scenario():
+        first, second = (SseStream("/api/runs/capped/events/", headers=headers) for _ in range(2))
+        await first.open()
+        await second.open()
+        body = await second.read_until("}")
+        await asyncio.gather(first.close(), second.communicator.wait(timeout=20))
+        return body
+
+    assert like_daphne(scenario) == '{"detail": "Too many open streams: at most 1 at a time per user; close one first."}'
+
+
+def test_a_closed_stream_gives_its_place_back(settings):
+    settings.DEUZ_MAX_STREAMS_PER_USER = 1
+    user = person("greedy")
+    queued_run("capped", user)
+    assert _open_streams(user, 1, "capped") == [200]
+    assert _open_streams(user, 1, "capped") == [200]
+
+
+def test_the_cap_is_per_user(settings):
+    settings.DEUZ_MAX_STREAMS_PER_USER = 1
+    first, second = person("one"), person("two", "support")
+    queued_run("capped", first)
+
+    headers = [[token_header(user)] for user in (first, second)]
+
+    async def scenario():
+        streams = [SseStream("/api/runs/capped/events/", headers=each) for each in headers]
+        statuses = [await stream.open() for stream in streams]
+        await asyncio.gather(*(stream.close() for stream in streams))
+        return statuses
+
+    assert like_daphne(scenario) == [200, 200]
+
+
+def test_a_websocket_over_the_stream_cap_is_closed_with_4429(settings):
+    settings.DEUZ_MAX_STREAMS_PER_USER = 1
+    user = person("greedy")
+    queued_run("capped", user)
+
+    headers = [token_header(user)]
+
+    async def scenario():
+        stream = SseStream("/api/runs/capped/events/", headers=headers)
+        await stream.open()
+        try:
+            return await ws_frames("/ws/runs/capped/", headers=headers)
+        finally:
+            await stream.close()
+
+    assert like_daphne(scenario)[1] == 4429
+
+
+def test_a_follow_dropped_unclosed_gives_its_place_back(settings):
+    # As when a client goes between the view's return and the first byte, and Django never closes the response.
+    settings.DEUZ_MAX_STREAMS_PER_USER = 1
+    user = person("greedy")
+    queued_run("capped", user)
+
+    async def open_drop_open():
+        await follow_open(run_id="capped", cursor=None, authenticate=lambda: user, kind="sse")
+        gc.collect()
+        (await follow_open(run_id="capped", cursor=None, authenticate=lambda: user, kind="sse")).close()
+
+    async_to_sync(open_drop_open)()  # the second follow_open raises FollowRefused(429) if the first kept its place
+
+
+# ---------------------------------------------------------------- failures
+
+
+@pytest.fixture
+def owner():
+    return person("owner")
+
+
+def _failing_reads(monkeypatch, error: Exception) -> None:
+    def read_sync(self, *args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(DatabaseStreamStateStore, "read_sync", read_sync)
+
+
+def _events(user, run_id: str) -> list[dict]:
+    """Every event of one stream, to [DONE] or to the end of the response."""
+    headers = [token_header(user)]
+
+    async def scenario():
+        stream = SseStream(f"/api/runs/{run_id}/events/", headers=headers)
+        await stream.open()
+        body = await stream.read_until("[DONE]")
+        await stream.communicator.wait(timeout=20)
+        return body
+
+    return parse_sse(like_daphne(scenario))
+
+
+def test_a_data_error_mid_stream_ends_with_a_redacted_error_part_and_done(monkeypatch, settings, owner):
+    queued_run("doomed", owner)
+    _failing_reads(monkeypatch, DataError(f"invalid byte sequence near {settings.SECRET_KEY}"))
+    events = _events(owner, "doomed")
+    assert [event["data"] for event in events] == [
+        {"type": "error", "error": {"name": "DataError", "message": "invalid byte sequence near [redacted]"},
+         "retryable": False, "retry_after_ms": None},
+        "[DONE]",
+    ]
+
+
+def test_a_lost_database_mid_stream_is_an_error_part_without_done_so_the_client_reconnects(monkeypatch, owner):
+    queued_run("doomed", owner)
+    _failing_reads(monkeypatch, OperationalError("server closed the connection unexpectedly"))
+    events = _events(owner, "doomed")
+    assert [event["data"]["error"]["name"] for event in events] == ["OperationalError"]
+
+
+def test_a_websocket_ends_a_data_error_with_a_redacted_error_frame_and_done(monkeypatch, settings, owner):
+    queued_run("doomed", owner)
+    _failing_reads(monkeypatch, DataError(f"bad {settings.DEUZ_APPROVAL_SECRET}"))
+    received, code = ws_follow("/ws/runs/doomed/", headers=[token_header(owner)])
+    assert received == [{"seq": None, "part": {"type": "error", "error": {"name": "DataError", "message": "bad [redacted]"},
+                                               "retryable": False, "retry_after_ms": None}},
+                        {"done": True}] and code == 1000
+
+
+def test_a_websocket_closes_a_lost_database_with_1011_so_the_client_reconnects(monkeypatch, owner):
+    queued_run("doomed", owner)
+    _failing_reads(monkeypatch, OperationalError("connection refused"))
+    received, code = ws_follow("/ws/runs/doomed/", headers=[token_header(owner)])
+    assert [frame["part"]["error"]["name"] for frame in received] == ["OperationalError"] and code == 1011
+
+
+def _database_down_at_setup(monkeypatch) -> None:
+    def unreachable(run, *, user):
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr("runs.wire.followers.run_is_readable_by", unreachable)
+
+
+def test_a_database_down_when_a_stream_starts_is_a_503_worth_retrying(monkeypatch, client, owner):
+    queued_run("doomed", owner)
+    _database_down_at_setup(monkeypatch)
+    client.force_login(owner)
+    response = client.get("/api/runs/doomed/events/")
+    assert (response.status_code, response.json()) == (503, {"detail": "The database is unavailable; try again shortly."})
+
+
+def test_a_database_down_when_a_websocket_starts_is_closed_with_4503(monkeypatch, owner):
+    queued_run("doomed", owner)
+    _database_down_at_setup(monkeypatch)
+    assert ws_follow("/ws/runs/doomed/", headers=[token_header(owner)]) == ([], 4503)
+
+
+# ---------------------------------------------------------------- the read threads
+
+
+def test_the_read_threads_are_bounded():
+    reads = FollowerReads(size=3)
+    gate = threading.Barrier(3, timeout=10)
+
+    def where() -> int:
+        try:
+            gate.wait()  # three at once: every thread busy while the others queue
+        except threading.BrokenBarrierError:
+            pass
+        return threading.get_ident()
+
+    async def many():
+        return await asyncio.gather(*(reads.run(where) for _ in range(30)))
+
+    assert len(set(async_to_sync(many)())) == 3
+
+
+def test_a_read_thread_closes_its_connection_when_it_runs_out_of_work():
+    reads = FollowerReads(size=1)
+
+    def query() -> None:
+        Run.objects.exists()
+
+    def is_connected() -> bool:
+        return connection.connection is not None
+
+    async def one_then_the_other():
+        await reads.run(query)
+        return await reads.run(is_connected)
+
+    assert async_to_sync(one_then_the_other)() is False
