@@ -18,7 +18,7 @@ from runs.runtime import generate_text, stream_chat, tool
 from runs.runtime.durable import create_in_memory_session_store, resume_from_checkpoint
 from runs.runtime.exceptions import ModelCallError
 from runs.runtime.providers import AnthropicModel, aclose_clients, price_for
-from tests.runtime import provider_recordings as rec
+from tests.runs.runtime import provider_recordings as rec
 from tests.runs.runtime.local_api import HangReply, JSONReply, SSEReply
 from tests.runs.runtime.local_providers import (
     ANTHROPIC_KEY,

@@ -16,7 +16,7 @@ import pytest
 from runs.runtime import generate_text, tool
 from runs.runtime.providers import OpenAIChatModel
 from runs.runtime.providers.openai import TOOL_ERROR_PREFIX
-from tests.runtime import provider_recordings as rec
+from tests.runs.runtime import provider_recordings as rec
 from tests.runs.runtime.local_api import JSONReply, SSEReply
 from tests.runs.runtime.local_providers import (
     OPENAI_KEY,

@@ -21,7 +21,7 @@ import pytest
 
 from runs.runtime import generate_text
 from runs.runtime.providers import AnthropicModel, create_anthropic
-from tests.runtime import provider_recordings as rec
+from tests.runs.runtime import provider_recordings as rec
 from tests.runs.runtime.provider_fakes import (
     ANTHROPIC_KEY,
     PDF,

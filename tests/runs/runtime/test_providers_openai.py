@@ -18,7 +18,7 @@ import pytest
 
 from runs.runtime import generate_text
 from runs.runtime.providers import OpenAIChatModel, create_openai
-from tests.runtime import provider_recordings as rec
+from tests.runs.runtime import provider_recordings as rec
 from tests.runs.runtime.provider_fakes import (
     OPENAI_KEY,
     PNG,
