@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .approvals import DENIED_BY_DEFAULT_REASON, DENIED_REASON, find_response, mint_request, settle_verdict
@@ -24,6 +24,7 @@ from .results import GenerateTextResult, StepResult
 from .stop import StopContext
 from .stores import SessionStore, resolve
 from .tools import Tool, ToolContext, normalize_tools
+from .toolsets import list_leg_tools
 from .types import CLIENT_TOOL_NO_RESULT, AgentCheckpoint, Message, StreamPart, ToolApprovalRequest, Usage
 from .usage import add_usage, empty_usage, normalize_usage
 
@@ -356,7 +357,7 @@ class _Leg:
             overrides = await _maybe_await(self.o.prepare_step(ctx)) or {}
             model = overrides.get("model", model)
             if "tools" in overrides:
-                tools = normalize_tools(overrides["tools"])
+                tools = normalize_tools(await list_leg_tools(overrides["tools"]))
             system = overrides.get("system", system)
         return model, tools, system
 
@@ -718,6 +719,8 @@ def _result(call: Mapping[str, Any], output: Any, *, is_error: bool) -> dict[str
 
 async def run_leg(options: CallOptions, start: LegStart, emit: Emit | None = None) -> GenerateTextResult:
     """Run one leg of a run from ``start``, reporting parts through ``emit`` (dropped when None)."""
+    if (listed := await list_leg_tools(options.tools)) is not options.tools:  # toolsets (MCP): listed per leg
+        options = replace(options, tools=listed)
     return await _Leg(options, start, emit or _discard).run()
 
 
