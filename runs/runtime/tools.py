@@ -143,13 +143,17 @@ class LegTools(dict):
         self.stand_ins = list(stand_ins)  # callables name -> Tool | None, asked in order
 
     def get(self, name: Any, default: Any = None) -> Any:
-        if name in self:
+        try:
             return self[name]
+        except KeyError:
+            return default
+
+    def __missing__(self, name: Any) -> Tool:
         for stand_in in self.stand_ins:
             found = stand_in(name)
             if found is not None:
                 return found
-        return default
+        raise KeyError(name)
 
 
 def normalize_tools(tools: Mapping[str, Tool] | Iterable[Tool] | None) -> dict[str, Tool]:
