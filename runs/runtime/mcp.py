@@ -210,9 +210,9 @@ class _Session:
         except BaseException as exc:
             if not self.ready.done():
                 self.ready.set_exception(MCPServerUnreachable(_unreachable(self.server)))
-            logger.warning("MCP server %r session ended (%s).", self.server.name, type(exc).__name__)
             if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
-                raise
+                raise  # its loop is ending: the session closes with it
+            logger.warning("MCP server %r session ended (%s).", self.server.name, type(exc).__name__)
         finally:
             self.is_closed = True
             _forget(self)

@@ -142,7 +142,7 @@ def test_manage_agents_lists_the_agents_and_who_decides_their_approvals(capsys):
 
 def test_manage_agents_check_builds_each_agent(capsys):
     call_command("agents", "check")
-    assert capsys.readouterr().out.splitlines() == ["coder: ok", "reimbursement: ok"]
+    assert capsys.readouterr().out.splitlines() == ["coder: ok", "files: ok", "reimbursement: ok"]
 
 
 def test_manage_agents_check_names_a_broken_agent_and_fails(capsys, settings):
