@@ -36,6 +36,7 @@ __all__ = [
     "MCP_SERVERS_ENV",
     "aclose_mcp_sessions",
     "mcp_server",
+    "mcp_servers_problems",
     "mcp_tools",
 ]
 
@@ -169,6 +170,26 @@ def _server_from_environment(name: str) -> MCPServerSpec:
         )
     except ValueError as exc:
         raise ValueError(f"{MCP_SERVERS_ENV} entry {name!r} is malformed: {_reason(exc)}") from None
+
+
+def mcp_servers_problems() -> list[str]:
+    """What is wrong with ``DEUZ_MCP_SERVERS`` (unset: nothing), one message per bad entry, naming only entries."""
+    raw = os.environ.get(MCP_SERVERS_ENV)
+    if not raw:
+        return []
+    try:
+        servers = json.loads(raw)
+    except ValueError:
+        servers = None
+    if not isinstance(servers, dict):
+        return [f"{MCP_SERVERS_ENV} is not a JSON object."]
+    problems = []
+    for name in servers:
+        try:
+            mcp_server(name)
+        except (LookupError, ValueError) as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def _reason(exc: ValueError) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from runs.runtime import Deps, generate_text
 from runs.runtime.durable import EffectNeedsReview, InMemoryEffectLedger, InMemorySessionStore, resume_from_checkpoint
-from runs.runtime.mcp import aclose_mcp_sessions, mcp_server, mcp_tools
+from runs.runtime.mcp import aclose_mcp_sessions, mcp_server, mcp_servers_problems, mcp_tools
 from runs.runtime.testing import ScriptedModel
 from tests.effects.ledger import Crash, crash_at
 from tests.mcp.servers import REPO, HttpServer, environment_without_django, filesystem_server_args
@@ -242,6 +242,12 @@ def test_a_malformed_entry_is_an_error_naming_the_entry_not_its_values(monkeypat
         mcp_server("files")
     assert "'files'" in str(raised.value)
     assert "secret" not in str(raised.value)
+
+
+def test_each_malformed_entry_is_a_start_up_problem_naming_it(monkeypatch):
+    monkeypatch.setenv("DEUZ_MCP_SERVERS", json.dumps({"good": {"url": "http://h/mcp"}, "bad": {"args": ["secret-x"]}}))
+    [problem] = mcp_servers_problems()
+    assert "'bad'" in problem and "secret" not in problem
 
 
 def test_a_missing_entry_is_an_error_naming_it(monkeypatch):
