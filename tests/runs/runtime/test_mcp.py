@@ -308,3 +308,23 @@ async def test_the_filesystem_server_reads_without_approval_and_writes_after_app
     assert resumed.finish_reason == "stop"
     assert (folder / "todo.txt").read_text() == "buy milk"
     assert [entry["tool_name"] for entry in ledger.entries()] == ["write_file"]
+
+
+async def test_a_toolset_stands_beside_plain_tools_in_a_list(server):
+    from runs.runtime import tool
+
+    echo = tool(name="echo", execute=lambda tool_input, ctx: "echoed")
+    model = calling(("echo", {}), ("lookup", {"key": "a"}))
+    result, _, _ = await run(model, [echo, http_tools(server, include=["lookup"])])
+    assert [spec["name"] for spec in model.requests[0]["tools"]] == ["lookup", "echo"]
+    assert [part["is_error"] for part in results(result.messages)] == [False, False]
+
+
+async def test_a_toolset_returned_by_prepare_step_is_listed_for_that_step(server):
+    model = calling(("lookup", {"key": "a"}))
+    result = await generate_text(
+        model=model, messages=[{"role": "user", "content": "go"}], tools={}, max_steps=3,
+        prepare_step=lambda ctx: {"tools": http_tools(server, include=["lookup"])},
+    )
+    assert [spec["name"] for spec in model.requests[0]["tools"]] == ["lookup"]
+    assert results(result.messages)[0]["output"] == {"result": "record a: 42"}
