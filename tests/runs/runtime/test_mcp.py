@@ -131,11 +131,11 @@ async def test_a_pending_call_whose_server_is_gone_at_the_next_leg_is_an_is_erro
     assert resumed.finish_reason == "stop"
 
 
-async def test_a_tool_gone_by_the_next_leg_is_an_is_error(server, tmp_path):
+async def test_a_tool_gone_by_the_next_leg_is_an_is_error(server):
     model = calling(("delete_record", {"key": "a"}))
     result, store, ledger = await run(model, http_tools(server))
     server.kill()
-    HttpServer(tmp_path, port=server.port).start(without=("delete_record",))
+    server.start(without=("delete_record",))  # the same port, one tool fewer
     resumed = await resume_from_checkpoint(
         store, "r1", model=model, tools=http_tools(server), max_steps=4,
         approval_responses=[{"approval_id": result.pending_approvals[0]["approval_id"], "approved": True}],
