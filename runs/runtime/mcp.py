@@ -226,6 +226,7 @@ class _Session:
                 async with anyio.create_task_group() as group:
                     while (job := await self.jobs.get()) is not None:
                         in_flight.add(job[1])
+                        job[1].add_done_callback(in_flight.discard)
                         group.start_soon(self._serve, client, *job)
                     group.cancel_scope.cancel()
         except BaseException as exc:
@@ -276,8 +277,13 @@ class _Session:
         self.close()
         try:
             await asyncio.wait_for(asyncio.shield(self.task), timeout)
-        except BaseException:
+        except TimeoutError:
+            self.task.cancel()  # a server that will not stop does not hold the caller
+        except asyncio.CancelledError:
             self.task.cancel()
+            raise
+        except Exception:
+            pass  # it ended with an error: closed all the same
 
 
 def _forget(session: _Session) -> None:
