@@ -138,3 +138,28 @@ def test_a_worker_killed_right_after_the_destructive_call_leaves_it_for_review(d
     evidence = list(effect.transitions.values_list("to_status", "via", "note"))
     assert ("attempted", "tool", "Attempt 1.") in evidence
     assert any(status == "needs_review" and "no reconcile" in note for status, _, note in evidence)
+
+
+def test_a_stopping_worker_closes_the_mcp_sessions_of_its_loop(records, monkeypatch):
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+
+    from runs.execution import worker as worker_module
+    from runs.execution.worker import Worker
+    from runs.runtime import mcp
+    from runs.runtime.mcp import mcp_tools
+
+    worker = Worker(worker_id="w", concurrency=1, poll_seconds=0.01)
+    seen = {}
+
+    async def run_with_a_session():
+        await mcp_tools("records").list_tools()  # as a leg on this loop would
+        [seen["session"]] = mcp._SESSIONS[asyncio.get_running_loop()].values()
+        worker.stop()
+        await worker.run()
+        seen["left"] = dict(mcp._SESSIONS.get(asyncio.get_running_loop(), {}))
+
+    monkeypatch.setattr(worker_module, "run_claim", lambda **kwargs: [])
+    async_to_sync(run_with_a_session)()
+    assert seen["left"] == {} and seen["session"].task.done()
