@@ -22,10 +22,11 @@ from demo.sandbox import (
     sandbox_shell_lookup,
 )
 from runs.runtime import Effect, EffectCall, agent_tool, tool
+from runs.runtime.mcp import mcp_server, mcp_tools
 from runs.runtime.providers import AnthropicModel, OpenAIChatModel
 from runs.runtime.testing import ScriptedModel
 
-__all__ = ["coder_agent", "reimbursement_agent"]
+__all__ = ["coder_agent", "files_agent", "reimbursement_agent"]
 
 _USAGE = {"input_tokens": 120, "output_tokens": 40}
 
@@ -266,3 +267,65 @@ def coder_agent(*, leg: LegContext | None = None) -> AgentDefinition:
         model=_scripted(_lead_policy, 4),
         tools={"coder": coder},
     )
+
+
+# ----------------------------------------------------------------- files: a real MCP server
+
+_FILES_NOTES = "notes.txt"
+_FILES_SUMMARY = "summary.txt"
+
+
+def _files_folder() -> str:
+    """The sandbox folder the filesystem server may touch, with a note to read on first use."""
+    folder = settings.DEUZ_DEMO_FILES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    notes = folder / _FILES_NOTES
+    if not notes.exists():
+        notes.write_text("Ship the MCP demo.\nReview the effect ledger.\nWater the plants.\n")
+    return str(folder.resolve())
+
+
+def _files_policy(folder: str):
+    def policy(request: dict[str, Any]) -> dict[str, Any]:
+        results = _results(request)
+        listing = results.get("list_directory")
+        if listing is None:
+            return _say("Let me see what is in the sandbox folder.", _call("list_directory", path=folder))
+        if listing["is_error"]:
+            return _say(f"I could not list the folder: {listing['output']}")
+        notes = results.get("read_text_file")
+        if notes is None:
+            return _say("There are notes; reading them.", _call("read_text_file", path=f"{folder}/{_FILES_NOTES}"))
+        if notes["is_error"]:
+            return _say(f"I could not read the notes: {notes['output']}")
+        text = notes["output"].get("content", "") if isinstance(notes["output"], dict) else str(notes["output"])
+        items = [line.strip() for line in text.splitlines() if line.strip()]
+        written = results.get("write_file")
+        if written is None:
+            summary = f"{len(items)} items: " + "; ".join(items)
+            return _say(
+                f"The notes hold {len(items)} items. I will write a summary; a reviewer must approve the write.",
+                _call("write_file", path=f"{folder}/{_FILES_SUMMARY}", content=summary + "\n"),
+            )
+        if written["is_error"]:
+            return _say(f"The summary was not written: {written['output']}")
+        return _say(f"Wrote {_FILES_SUMMARY} with the {len(items)} items of {_FILES_NOTES}.")
+
+    return policy
+
+
+def files_agent(*, leg: LegContext | None = None) -> AgentDefinition:
+    """Reads and writes a sandbox folder through @modelcontextprotocol/server-filesystem over stdio: reading needs
+    no approval (readOnlyHint), writing waits for a reviewer and goes through the effect ledger."""
+    folder = _files_folder()
+    server = mcp_server("filesystem", command="node", args=[str(settings.DEUZ_DEMO_FILES_SERVER), folder])
+    return AgentDefinition(
+        name="files",
+        description="Summarises the notes of a sandbox folder through an MCP filesystem server; writing waits for "
+                    "a reviewer.",
+        system="You keep a sandbox folder tidy. List it, read the notes, then write a summary.",
+        max_steps=6,
+        model=_scripted(_files_policy(folder), 6),
+        tools={"filesystem": mcp_tools(server, include=["list_directory", "read_text_file", "write_file"])},
+    )
+

@@ -136,8 +136,13 @@ DEUZ_ENCRYPTION_KEYS = env_fernet_keys("DEUZ_ENCRYPTION_KEYS")
 DEUZ_AGENTS = {
     "reimbursement": "demo.agents.reimbursement_agent",
     "coder": "demo.agents.coder_agent",
+    "files": "demo.agents.files_agent",
     **env_agents("DEUZ_AGENTS"),
 }
+
+# The files demo agent's sandbox folder, and the MCP filesystem server (package.json; npm ci) it runs over stdio.
+DEUZ_DEMO_FILES_DIR = Path(env_str("DEUZ_DEMO_FILES_DIR") or BASE_DIR / ".demo-files")
+DEUZ_DEMO_FILES_SERVER = BASE_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
 
 # The demo agents' model: "scripted" (no key needed), "anthropic:<model id>" or "openai:<model id>",
 # the latter two with ANTHROPIC_API_KEY / OPENAI_API_KEY set, or a local base URL below (which needs none).

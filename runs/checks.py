@@ -79,3 +79,11 @@ def check_fault(app_configs=None, **kwargs):
 
     error = fault_spec_error(getattr(settings, "DEUZ_FAULT", None))
     return [Error(error, id="runs.E003")] if error else []
+
+
+@register()
+def check_mcp_servers(app_configs=None, **kwargs):
+    """runs.E004: every DEUZ_MCP_SERVERS entry is a command or a URL server (the message names the entry only)."""
+    from runs.runtime.mcp import mcp_servers_problems
+
+    return [Error(problem, id="runs.E004") for problem in mcp_servers_problems()]

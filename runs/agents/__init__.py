@@ -16,6 +16,7 @@ from django.utils.module_loading import import_string
 
 from runs.errors import UnknownAgent
 from runs.runtime.redact import redact
+from runs.runtime.toolsets import Toolset
 from runs.secrets.redaction import service_secrets
 from runs.agents.retries import RetryPolicy, retry_policy_default
 
@@ -108,6 +109,9 @@ def _needs_approval(needs: Any) -> str:
 
 
 def _tool_description(name: str, tool: Any) -> dict[str, Any]:
+    if isinstance(tool, Toolset):  # an MCP server's tools: each tool's annotations decide, as a leg lists them
+        return {"name": name, "description": tool.description, "input_schema": {}, "needs_approval": "conditional",
+                "effect": None}
     effect = getattr(tool, "effect", None)
     return {
         "name": name,

@@ -17,6 +17,7 @@ from approvals.services import approval_expire_due
 from runs.execution.fault_probe import fault_probe
 from runs.execution.legs import leg_execute
 from runs.ownership.wakeups import runs_listen, runs_wake_register
+from runs.runtime.mcp import aclose_mcp_sessions
 from runs.runtime.providers import aclose_clients
 from runs.services.lifecycle import Claim, run_claim
 
@@ -86,6 +87,10 @@ class Worker:
             await aclose_clients()
         except Exception as exc:  # a connection that will not close cleanly must not keep the worker from stopping
             logger.warning("Closing the model clients failed (%s).", type(exc).__name__)
+        try:
+            await aclose_mcp_sessions()
+        except Exception as exc:  # nor a server that will not stop
+            logger.warning("Closing the MCP sessions failed (%s).", type(exc).__name__)
         logger.info("Worker %s stopped.", self.worker_id)
 
     def stop(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .codec import CHECKPOINT_VERSION
@@ -30,6 +30,7 @@ from .stop import StopContext
 from .stores import SessionStore, resolve
 from .tool_phase import SubAgentSuspended, ToolPhase, tool_result_part
 from .tools import Tool, normalize_tools
+from .toolsets import list_leg_tools
 from .types import AgentCheckpoint, Message, StreamPart, ToolApprovalRequest, Usage
 from .usage import add_usage, empty_usage
 
@@ -327,7 +328,7 @@ class _StepEngine(ModelCall, ToolPhase, ApprovalGate):
             overrides = await resolve(self.o.prepare_step(ctx)) or {}
             model = overrides.get("model", model)
             if "tools" in overrides:
-                tools = normalize_tools(overrides["tools"])
+                tools = normalize_tools(await list_leg_tools(overrides["tools"]))
             system = overrides.get("system", system)
         return model, tools, system
 
@@ -419,6 +420,8 @@ class _StepEngine(ModelCall, ToolPhase, ApprovalGate):
 
 async def run_leg(options: CallOptions, start: LegStart, emit: Emit | None = None) -> GenerateTextResult:
     """Run one leg of a run from ``start``, reporting parts through ``emit`` (dropped when None)."""
+    if (listed := await list_leg_tools(options.tools)) is not options.tools:  # toolsets (MCP): listed per leg
+        options = replace(options, tools=listed)
     return await _StepEngine(options, start, emit or _discard).run()
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .deps import Deps
     from .stores import SessionStore
 
-__all__ = ["Effect", "Tool", "ToolContext", "normalize_tools", "tool"]
+__all__ = ["Effect", "LegTools", "Tool", "ToolContext", "normalize_tools", "tool"]
 
 Execute = Callable[[dict[str, Any], "ToolContext"], Any]
 NeedsApproval = bool | Callable[[dict[str, Any]], bool]
@@ -133,10 +133,35 @@ def tool(
     )
 
 
+class LegTools(dict):
+    """``{name: Tool}`` offered to the model, plus stand-ins the engine finds with ``get`` for calls of tools
+    that are not offered this leg (a tool gone since an earlier leg, a server unreachable now): such a call gets an
+    ``is_error`` result saying why instead of "Unknown tool"; the model never sees the stand-ins."""
+
+    def __init__(self, *args: Any, stand_ins: Iterable[Any] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stand_ins = list(stand_ins)  # callables name -> Tool | None, asked in order
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __missing__(self, name: Any) -> Tool:
+        for stand_in in self.stand_ins:
+            found = stand_in(name)
+            if found is not None:
+                return found
+        raise KeyError(name)
+
+
 def normalize_tools(tools: Mapping[str, Tool] | Iterable[Tool] | None) -> dict[str, Tool]:
     """``{name: Tool}`` from a dict (its keys are the names) or a list of named tools."""
     if tools is None:
         return {}
+    if isinstance(tools, LegTools):
+        return tools  # listed for this leg (runs.runtime.toolsets): named already, with its stand-ins
     if isinstance(tools, Mapping):
         named = {}
         for key, item in tools.items():

@@ -22,5 +22,11 @@ def test_a_store_backend_that_cannot_be_imported_is_runs_e002(settings):
     assert "runs.E002" in ids(run_checks())
 
 
+def test_a_malformed_mcp_server_entry_is_runs_e004(monkeypatch):
+    monkeypatch.setenv("DEUZ_MCP_SERVERS", '{"files": {"command": "node", "url": "http://secret-host/mcp"}}')
+    [error] = [error for error in run_checks() if error.id == "runs.E004"]
+    assert "'files'" in error.msg and "secret-host" not in error.msg
+
+
 def test_the_shipped_settings_pass(settings):
     assert not ids(run_checks()) & {"runs.E001", "runs.E002"}

@@ -70,7 +70,7 @@ def test_field_errors_come_with_a_detail_message(api_client):
 def test_start_with_an_unknown_agent_answers_400_naming_the_known_agents(api_client):
     response = post_start(api_client, start_body(agent="nobody"))
     assert response.status_code == 400
-    assert "coder, reimbursement" in response.json()["agent"][0]
+    assert "coder, files, reimbursement" in response.json()["agent"][0]
     assert not Run.objects.exists()
 
 
