@@ -1,9 +1,41 @@
-"""Fixtures of the runs tests: reimbursement runs driven in this process up to a payment or a needed review, and
-real worker processes (the reviewer, outsider and their clients are in tests/conftest.py)."""
+"""Fixtures of the runs tests: API clients logged in with a token and one with no credentials, reimbursement runs
+driven in this process up to a payment or a needed review, and real worker processes (the reviewer, outsider and
+their clients are in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+
+@pytest.fixture
+def token_client():
+    """An APIClient that authenticates as ``user`` with `Authorization: Token KEY`, as API clients do."""
+
+    def make(user) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def api_user(django_user_model):
+    return django_user_model.objects.create_user(username="ada", password="not-used")
+
+
+@pytest.fixture
+def api_client(token_client, api_user) -> APIClient:
+    """Logged in as a plain user: may start, read and cancel runs, not decide approvals."""
+    return token_client(api_user)
+
+
+@pytest.fixture
+def anonymous_client() -> APIClient:
+    return APIClient()
+
 
 
 def reimburse(run_id: str, agent: str = "reimbursement"):

@@ -16,7 +16,7 @@ from runs.selectors import run_latest_messages
 from runs.services.lifecycle import run_start
 from tests.factories import verdict
 from tests.mcp.servers import FILESYSTEM_SERVER, HttpServer
-from tests.runs.processes import wait_until
+from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,7 +15,7 @@ from runs.runtime import Deps, generate_text
 from runs.runtime.durable import EffectNeedsReview, InMemoryEffectLedger, InMemorySessionStore, resume_from_checkpoint
 from runs.runtime.mcp import aclose_mcp_sessions, mcp_server, mcp_servers_problems, mcp_tools
 from runs.runtime.testing import ScriptedModel
-from tests.effects.ledger import Crash, crash_at
+from tests.runs.runtime.ledger import Crash, crash_at
 from tests.mcp.servers import REPO, HttpServer, environment_without_django, filesystem_server_args
 
 SECRET_HEADER = "Bearer header-secret-4711"
