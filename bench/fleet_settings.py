@@ -6,12 +6,12 @@ from deuz_project.settings import *  # noqa: F403
 from deuz_project.settings import DEUZ_AGENTS
 
 DEBUG = False
-# bench.agents.AGENTS (not imported: a settings module imports no app code).
+# bench.bench_agents.AGENTS (not imported: a settings module imports no app code).
 DEUZ_AGENTS = {
     **DEUZ_AGENTS,
-    "bench-approval": "bench.agents.approval_agent",
-    "bench-steps": "bench.agents.steps_agent",
-    "bench-tail": "bench.agents.tail_agent",
+    "bench-approval": "bench.bench_agents.approval_agent",
+    "bench-steps": "bench.bench_agents.steps_agent",
+    "bench-tail": "bench.bench_agents.tail_agent",
 }
 DEUZ_BENCH_STEPS = env_int("DEUZ_BENCH_STEPS", default=20, minimum=1)
 DEUZ_BENCH_TAIL_PARTS = env_int("DEUZ_BENCH_TAIL_PARTS", default=30, minimum=1)

@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import Max, Min
 from django.test import override_settings
 
-from bench.agents import AGENTS
+from bench.bench_agents import AGENTS
 from bench.child_processes import await_until
 from bench.fleet import TERMINAL, Fleet, closing, run_statuses, runs_delete
 from runs.secrets.sealing import unseal_text

@@ -1,4 +1,4 @@
-"""`manage.py load`: load with faults on PostgreSQL and Redis (bench/load.py), or a soak with memory samples."""
+"""`manage.py load`: load with faults on PostgreSQL and Redis (bench/load_harness.py), or a soak with memory samples."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from bench.load import LoadConfig, load_run, soak_verdict
+from bench.load_harness import LoadConfig, load_run, soak_verdict
 
 
 def _mib(value: int) -> str:

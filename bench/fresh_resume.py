@@ -1,7 +1,7 @@
 """Resume: a 200-step run continued from a fresh process, to its first new part; and loading a long history.
 
 The parent stores a 200-step run whose last leg died after step 199's checkpoint, then starts a new Python
-process (``python -m bench.resume_child RUN_ID``) that sets Django up, imports what a worker imports, and only then
+process (``python -m bench.fresh_resume_child RUN_ID``) that sets Django up, imports what a worker imports, and only then
 starts the clock: open the database connection, build the leg's fenced store, check the checkpoint as a leg
 does, resume, and stop at the first part of the resumed leg. Interpreter and Django start-up are reported
 apart. Bars (issue 8): under 8 ms on SQLite, under 12 ms on PostgreSQL; a 1,000-step history loads in under 20 ms.
@@ -52,7 +52,7 @@ def measure(*, steps: int = 200, repeats: int = 5) -> dict[str, Any]:
         for _ in range(repeats + 1):
             spawned = time.time()
             completed = subprocess.run(
-                [sys.executable, "-m", "bench.resume_child", run.run_id], cwd=_ROOT, env=env, capture_output=True,
+                [sys.executable, "-m", "bench.fresh_resume_child", run.run_id], cwd=_ROOT, env=env, capture_output=True,
                 text=True, timeout=120,
             )
             if completed.returncode != 0:

@@ -21,9 +21,9 @@ __all__ = ["AGENTS", "PacedModel", "PolicyModel", "approval_agent", "steps_agent
 
 #: name -> factory, added to DEUZ_AGENTS in the fleet's processes and the bench's own.
 AGENTS = {
-    "bench-approval": "bench.agents.approval_agent",
-    "bench-steps": "bench.agents.steps_agent",
-    "bench-tail": "bench.agents.tail_agent",
+    "bench-approval": "bench.bench_agents.approval_agent",
+    "bench-steps": "bench.bench_agents.steps_agent",
+    "bench-tail": "bench.bench_agents.tail_agent",
 }
 
 _USAGE = {"input_tokens": 10, "output_tokens": 5}

@@ -1,4 +1,4 @@
-"""The fresh process of bench.resume: Django set up and a worker's imports done, then the clock runs from
+"""The fresh process of bench.fresh_resume: Django set up and a worker's imports done, then the clock runs from
 opening the database connection to the resumed leg's first part (printed as one JSON line)."""
 
 from __future__ import annotations
