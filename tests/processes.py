@@ -1,4 +1,5 @@
-"""Real worker processes against the test database, for crash tests."""
+"""Processes against the test database: real workers (for crash tests), waiting on them, and the handles a process
+holds on the database."""
 
 from __future__ import annotations
 
@@ -66,6 +67,24 @@ def wait_until(predicate: Callable[[], object], *, timeout: float = 60, what: st
             return value
         time.sleep(0.1)
     raise AssertionError(f"Timed out after {timeout} s waiting for {what}.")
+
+
+def database_handles(pid: int | None = None) -> int:
+    """The test database's connections on PostgreSQL (every process's; with ``pid``, all but this test's own), or on
+    SQLite the handles on its file of process ``pid`` (this process by default)."""
+    if connection.vendor == "postgresql":
+        others = "" if pid is None else " AND pid <> pg_backend_pid()"
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database(){others}")
+            return cursor.fetchone()[0]
+    name = os.path.realpath(connection.settings_dict["NAME"])
+    handles = 0
+    for fd in Path(f"/proc/{pid or 'self'}/fd").iterdir():
+        try:
+            handles += os.readlink(fd) == name
+        except OSError:  # closed while listed
+            pass
+    return handles
 
 
 def _write_locked(run_id: str) -> bool:

@@ -1,28 +1,23 @@
-"""Fixtures of the API tests: API clients logged in with a token, one with no credentials, and a run waiting for a
-reviewer (the reviewer, outsider and their clients are in tests/conftest.py)."""
+"""Fixtures of the API tests: a plain user, their API token and client, a client with no credentials, and a run
+waiting for a reviewer (token_client, the reviewer, outsider and their clients are in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-
-@pytest.fixture
-def token_client():
-    """An APIClient that authenticates as ``user`` with `Authorization: Token KEY`, as API clients do."""
-
-    def make(user) -> APIClient:
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-        return client
-
-    return make
+from tests.factories import make_user, token_of
 
 
 @pytest.fixture
-def api_user(django_user_model):
-    return django_user_model.objects.create_user(username="ada", password="not-used")
+def api_user(db):
+    return make_user("ada")
+
+
+@pytest.fixture
+def api_token(api_user) -> str:
+    """The plain user's API token key."""
+    return token_of(api_user)
 
 
 @pytest.fixture
