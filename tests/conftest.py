@@ -65,39 +65,53 @@ def drain_runs(settings):
     return drain
 
 
-def _token_client(user):
-    from rest_framework.authtoken.models import Token
+@pytest.fixture
+def enforced_csp(settings):
+    """The policy as production sends it (enforced); the test process runs with DEBUG's report-only default."""
+    settings.SECURE_CSP = settings.SECURE_CSP or settings.SECURE_CSP_REPORT_ONLY
+    settings.SECURE_CSP_REPORT_ONLY = {}
+
+
+@pytest.fixture
+def token_client():
+    """An APIClient that authenticates as ``user`` with `Authorization: Token KEY`, as API clients do."""
     from rest_framework.test import APIClient
 
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
+    from tests.factories import token_of
+
+    def make(user) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token_of(user)}")
+        return client
+
+    return make
 
 
 @pytest.fixture
-def reviewer(django_user_model):
+def reviewer(db):
     """A user in the reviewers group (may decide approvals and resolve effects)."""
-    from approvals.services import reviewers_group_ensure
+    from approvals.roles import REVIEWERS_GROUP
+    from tests.factories import make_user
 
-    user = django_user_model.objects.create_user(username="rita", password="not-used")
-    user.groups.add(reviewers_group_ensure())
-    return user
+    return make_user("rita", REVIEWERS_GROUP)
 
 
 @pytest.fixture
-def outsider(django_user_model):
+def outsider(db):
     """Signed in, without the reviewers' permission."""
-    return django_user_model.objects.create_user(username="oscar", password="not-used")
+    from tests.factories import make_user
+
+    return make_user("oscar")
 
 
 @pytest.fixture
-def reviewer_client(reviewer):
-    return _token_client(reviewer)
+def reviewer_client(token_client, reviewer):
+    return token_client(reviewer)
 
 
 @pytest.fixture
-def outsider_client(outsider):
-    return _token_client(outsider)
+def outsider_client(token_client, outsider):
+    return token_client(outsider)
 
 
 #: Every role the pages know, as fixture names (the authorization matrix walks them all).
@@ -105,24 +119,20 @@ ROLES = ["anonymous", "plain", "owner", "support", "reviewer", "staff", "superus
 
 
 @pytest.fixture
-def users(django_user_model) -> dict:
+def users(db) -> dict:
     """One user per role: plain (signed in, no group), owner (started the runs below), support, reviewer,
     staff (the admin, no group) and superuser."""
     from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP
-    from approvals.services import role_group_ensure
+    from tests.factories import make_user
 
-    make = django_user_model.objects.create_user
-    found = {
-        "plain": make("pat", password="not-used"),
-        "owner": make("olga", password="not-used"),
-        "support": make("sue", password="not-used", is_staff=True),
-        "reviewer": make("rita", password="not-used", is_staff=True),
-        "staff": make("stan", password="not-used", is_staff=True),
-        "superuser": django_user_model.objects.create_superuser("root", password="not-used"),
+    return {
+        "plain": make_user("pat"),
+        "owner": make_user("olga"),
+        "support": make_user("sue", SUPPORT_GROUP, is_staff=True),
+        "reviewer": make_user("rita", REVIEWERS_GROUP, is_staff=True),
+        "staff": make_user("stan", is_staff=True),
+        "superuser": make_user("root", is_staff=True, is_superuser=True),
     }
-    found["support"].groups.add(role_group_ensure(SUPPORT_GROUP))
-    found["reviewer"].groups.add(role_group_ensure(REVIEWERS_GROUP))
-    return found
 
 
 @pytest.fixture
@@ -141,34 +151,31 @@ def browser_for(users):
 
 @pytest.fixture
 def start(users):
-    """Start a run of ``agent`` as the owner (or ``user``)."""
-    from runs.services.lifecycle import run_start
+    """Start a run of ``agent`` as the owner (or ``user``), asked ``text`` or what its demo agent is asked."""
+    from tests.factories import make_queued_run
 
-    def start_run(run_id: str, *, agent: str = "reimbursement", text: str = "Reimburse exp-1042", user=None):
-        return run_start(agent=agent, messages=[{"role": "user", "content": text}], run_id=run_id,
-                         user=users["owner"] if user is None else user)
+    def start_run(run_id: str, *, agent: str = "reimbursement", text: str | None = None, user=None):
+        messages = None if text is None else [{"role": "user", "content": text}]  # None: what the agent is asked
+        return make_queued_run(run_id, agent=agent, messages=messages, user=users["owner"] if user is None else user)
 
     return start_run
 
 
 @pytest.fixture
-def suspended(start, drain_runs):
+def suspended(users, drain_runs):
     """The owner's reimbursement run r1, waiting for its payment's approval."""
-    from approvals.models import ApprovalRequest
+    from tests.factories import make_suspended_run
 
-    start("r1")
-    drain_runs()
-    return ApprovalRequest.objects.get(run__run_id="r1")
+    return make_suspended_run(drain_runs, "r1", user=users["owner"])
 
 
 @pytest.fixture
 def decide(users, drain_runs):
     """Record a verdict on ``request`` as the reviewer, then run the run to its end."""
-    from approvals.services import approval_decide
+    from tests.factories import verdict
 
     def record(request, *, approved: bool, reason: str = "", run: bool = True) -> None:
-        approval_decide(run_id=request.run.run_id, approval_id=request.approval_id, approved=approved,
-                        token=request.token, reason=reason, user=users["reviewer"])
+        verdict(request, approved=approved, reason=reason, user=users["reviewer"])
         if run:
             drain_runs()
 

@@ -1,22 +1,29 @@
-"""Plain helpers that make the records tests start from: a run row, a run waiting for its payment's approval,
-a paid run, users in each role. Each takes overrides; none hides an assertion."""
+"""Plain helpers that make the records tests start from: a run row, a started run, a run waiting for its payment's
+approval, a paid run, users in each role and their API tokens. Each takes overrides; none hides an assertion."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Permission
+from rest_framework.authtoken.models import Token
 
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
+from approvals.services import approval_decide, role_group_ensure
 from runs.models import Run
 from runs.services.lifecycle import run_start
 
-__all__ = ["REIMBURSE", "make_paid_run", "make_run", "make_suspended_run", "make_user", "verdict"]
+__all__ = [
+    "FIX", "REIMBURSE", "make_paid_run", "make_queued_run", "make_run", "make_suspended_run", "make_user", "token_of",
+    "verdict",
+]
 
 #: The demo reimbursement agent's request: it looks the expense up, then asks to pay it.
 REIMBURSE = [{"role": "user", "content": "Reimburse exp-1042"}]
+#: The demo coder's request: its sub-agent runs the tests in the sandbox, a shell command that needs approval.
+FIX = [{"role": "user", "content": "Fix the failing test"}]
 
 
 def make_run(run_id: str = "r1", **overrides: Any) -> Run:
@@ -25,9 +32,16 @@ def make_run(run_id: str = "r1", **overrides: Any) -> Run:
     return Run.objects.create(run_id=run_id, **fields)
 
 
+def make_queued_run(run_id: str = "r1", *, agent: str = "reimbursement", user=None, messages=None) -> Run:
+    """A run started as the API starts it, asked what its demo agent is asked (REIMBURSE, FIX): no leg has run yet."""
+    if messages is None:
+        messages = FIX if agent == "coder" else REIMBURSE
+    return run_start(agent=agent, messages=messages, run_id=run_id, user=user)
+
+
 def make_suspended_run(drain_runs, run_id: str = "r1", *, user=None, messages=None) -> ApprovalRequest:
     """A reimbursement run that ran to its payment and waits for a reviewer; returns the pending request."""
-    run_start(agent="reimbursement", messages=messages or REIMBURSE, run_id=run_id, user=user)
+    make_queued_run(run_id, user=user, messages=messages)
     drain_runs()
     return ApprovalRequest.objects.select_related("run").get(run__run_id=run_id, status=ApprovalRequest.Status.PENDING)
 
@@ -46,8 +60,16 @@ def make_paid_run(drain_runs, run_id: str = "r-paid", **options: Any) -> Run:
     return Run.objects.get(run_id=run_id)
 
 
-def make_user(username: str, *groups: str, **fields: Any):
-    """A user in ``groups`` (``support``, ``reviewers``: created by migrations)."""
-    user = get_user_model().objects.create_user(username=username, password="not-used", **fields)
-    user.groups.add(*Group.objects.filter(name__in=groups))
+def make_user(username: str, *groups: str, password: str = "not-used", permissions: Iterable[str] = (),
+              **fields: Any):
+    """A user in the role groups ``groups`` (``support``, ``reviewers``; made again if a transactional test's flush
+    removed them), given the ``permissions`` named by codename directly; ``fields`` (``is_staff``...) go to the user."""
+    user = get_user_model().objects.create_user(username=username, password=password, **fields)
+    user.groups.add(*(role_group_ensure(name) for name in groups))
+    user.user_permissions.add(*(Permission.objects.get(codename=codename) for codename in permissions))
     return user
+
+
+def token_of(user) -> str:
+    """The key of ``user``'s API token (made on first use), for `Authorization: Token KEY`."""
+    return Token.objects.get_or_create(user=user)[0].key

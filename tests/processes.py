@@ -1,17 +1,19 @@
-"""Real worker processes against the test database, for crash tests: the worker and the polling are the
-benchmarks' (bench/child_processes.py, shared with the crash matrix); freezing one outside a transaction is
-the tests'."""
+"""Processes against the test database: real workers (for crash tests) and waiting on them, the benchmarks'
+(bench/child_processes.py, shared with the crash matrix); freezing one outside a transaction, and the handles a
+process holds on the database, the tests'."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
+from pathlib import Path
 
 from django.db import connection
 
 from bench.child_processes import WorkerProcess, wait_until
 
-__all__ = ["WorkerProcess", "freeze_between_transactions", "wait_until"]
+__all__ = ["WorkerProcess", "database_handles", "freeze_between_transactions", "wait_until"]
 
 
 def _write_locked(run_id: str) -> bool:
@@ -50,3 +52,21 @@ def freeze_between_transactions(worker: WorkerProcess, run_id: str, attempts: in
         worker.signal(signal.SIGCONT)
         time.sleep(0.03)
     raise AssertionError("Could not freeze the worker outside a transaction.")
+
+
+def database_handles(pid: int | None = None) -> int:
+    """The test database's connections on PostgreSQL (every process's; with ``pid``, all but this test's own), or on
+    SQLite the handles on its file of process ``pid`` (this process by default)."""
+    if connection.vendor == "postgresql":
+        others = "" if pid is None else " AND pid <> pg_backend_pid()"
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database(){others}")
+            return cursor.fetchone()[0]
+    name = os.path.realpath(connection.settings_dict["NAME"])
+    handles = 0
+    for fd in Path(f"/proc/{pid or 'self'}/fd").iterdir():
+        try:
+            handles += os.readlink(fd) == name
+        except OSError:  # closed while listed
+            pass
+    return handles

@@ -1,5 +1,5 @@
 """Reading the resumable stream in tests: SSE through Django's AsyncClient or the project's ASGI application,
-WebSocket frames through Channels' communicator, and the people who follow."""
+WebSocket frames through Channels' communicator (the people who follow are made by tests.factories)."""
 
 from __future__ import annotations
 
@@ -8,42 +8,11 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.testing import ApplicationCommunicator, WebsocketCommunicator
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
 from django.test import AsyncClient
-from rest_framework.authtoken.models import Token
 
-from approvals.roles import ROLE_PERMISSIONS
-from runs.services.lifecycle import run_start
+from tests.factories import token_of
 
 ORIGIN = (b"origin", b"http://localhost")
-
-
-def role(name: str) -> Group:
-    """The group of a role; made again after a transactional test's flush, which keeps no migration's rows."""
-    group, created = Group.objects.get_or_create(name=name)
-    if created:
-        for code in ROLE_PERMISSIONS[name]:
-            app_label, codename = code.split(".")
-            group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    return group
-
-
-def person(username: str, *groups: str):
-    """A user in ``groups`` (``support``, ``reviewers``)."""
-    user = get_user_model().objects.create_user(username, password="x")
-    user.groups.set([role(name) for name in groups])
-    return user
-
-
-def token_of(user) -> str:
-    return Token.objects.get_or_create(user=user)[0].key
-
-
-def reimburse(run_id: str, *, user) -> Any:
-    """A reimbursement run started by ``user``: it streams, then suspends for the payment's approval."""
-    return run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}],
-                     run_id=run_id, user=user)
 
 
 def parse_sse(text: str) -> list[dict[str, Any]]:

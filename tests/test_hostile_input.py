@@ -10,16 +10,15 @@ import pytest
 from django.test import Client
 
 from approvals.models import ApprovalRequest
-from runs.services.lifecycle import run_start
+from tests.csp import csp_problems
+from tests.factories import make_suspended_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def staff(django_user_model) -> Client:
-    client = Client()
-    client.force_login(django_user_model.objects.create_superuser(username="root", password="not-used"))
-    return client
+def staff(browser_for) -> Client:
+    return browser_for("superuser")
 
 
 @pytest.mark.parametrize(
@@ -84,13 +83,9 @@ def test_an_anonymous_request_with_a_nul_is_refused_before_the_login_redirect(cl
     assert client.get("/runs/%00/").status_code == 400
 
 
-def test_a_nul_in_a_console_reason_is_refused_and_nothing_is_decided(drain_runs, django_user_model):
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="r1")
-    drain_runs()
-    request = ApprovalRequest.objects.get(run__run_id="r1")
-    reviewer = Client()
-    reviewer.force_login(django_user_model.objects.create_superuser(username="rita", password="not-used"))
-    response = reviewer.post(f"/console/r1/{request.approval_id}/", {"verdict": "deny", "reason": "no\x00pe"})
+def test_a_nul_in_a_console_reason_is_refused_and_nothing_is_decided(drain_runs, browser_for):
+    request = make_suspended_run(drain_runs, "r1")
+    response = browser_for("reviewer").post(f"/console/r1/{request.approval_id}/", {"verdict": "deny", "reason": "no\x00pe"})
     assert response.status_code == 400
     assert "The form field &#x27;reason&#x27; contains a NUL" in response.content.decode()
     assert ApprovalRequest.objects.get(pk=request.pk).status == "pending"
@@ -102,10 +97,7 @@ def test_a_nul_in_an_admin_login_field_is_refused(client, django_assert_num_quer
     assert response.status_code == 400
 
 
-def test_the_refusal_page_passes_the_content_security_policy(client, settings):
-    from tests.csp import csp_problems
-
-    settings.SECURE_CSP = settings.SECURE_CSP or settings.SECURE_CSP_REPORT_ONLY
+def test_the_refusal_page_passes_the_content_security_policy(client, enforced_csp):
     response = client.get("/runs/%00/")
     assert response.status_code == 400 and csp_problems(response) == []
 

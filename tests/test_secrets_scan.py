@@ -5,16 +5,15 @@ holds (Django's key, the approval signing key, the encryption key, a provider's 
 from __future__ import annotations
 
 import logging
-from io import StringIO
 
 import pytest
 from asgiref.sync import async_to_sync
 from cryptography.fernet import Fernet
-from django.core.management import call_command
 from django.test import Client
 
 from approvals.models import ApprovalRequest
 from runs.models import Checkpoint, Effect, JournalEntry
+from tests.commands import runs_cli
 from tests.factories import make_paid_run, make_suspended_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,11 +35,10 @@ def secrets(settings, monkeypatch):
     return [*SECRETS.values(), key, PROVIDER_KEY]
 
 
-def surfaces(drain_runs, django_user_model) -> dict[str, str]:
+def surfaces(drain_runs, client: Client) -> dict[str, str]:
+    """What ``client`` (a superuser's) reads on every page, answer, stream and command, of a paid and a waiting run."""
     paid = make_paid_run(drain_runs, "scan-paid")
     waiting = make_suspended_run(drain_runs, "scan-wait")
-    client = Client()
-    client.force_login(django_user_model.objects.create_superuser("scan-root", password="not-used"))
     approval = ApprovalRequest.objects.get(pk=waiting.pk)
     paths = [
         "/", "/runs/", f"/runs/{paid.run_id}/", f"/runs/{paid.run_id}/live/", "/console/",
@@ -61,23 +59,19 @@ def surfaces(drain_runs, django_user_model) -> dict[str, str]:
 
     seen["events"] = async_to_sync(drained)().decode()
     for action in (["list"], ["show", paid.run_id], ["export", paid.run_id], ["show", waiting.run.run_id]):
-        out = StringIO()
-        call_command("runs", *action, stdout=out)
-        seen[f"runs {' '.join(action)}"] = out.getvalue()
+        seen[f"runs {' '.join(action)}"] = runs_cli(*action)
     return seen
 
 
-def test_no_secret_value_appears_on_any_surface_or_in_the_logs(secrets, drain_runs, django_user_model, caplog):
+def test_no_secret_value_appears_on_any_surface_or_in_the_logs(secrets, drain_runs, browser_for, caplog):
     caplog.set_level(logging.DEBUG)
-    seen = surfaces(drain_runs, django_user_model)
+    seen = surfaces(drain_runs, browser_for("superuser"))
     seen["logs"] = caplog.text
     leaks = sorted({(where, secret[:12]) for where, text in seen.items() for secret in secrets if secret in text})
     assert len(seen) > 25 and leaks == []
 
 
-def test_the_scan_finds_a_secret_that_reaches_a_page(secrets, drain_runs, django_user_model):
+def test_the_scan_finds_a_secret_that_reaches_a_page(secrets, drain_runs, browser_for):
     # The scan itself must be able to fail: a run whose input carries the provider key shows it on its pages.
     make_suspended_run(drain_runs, "scan-leak", messages=[{"role": "user", "content": f"Reimburse {PROVIDER_KEY}"}])
-    client = Client()
-    client.force_login(django_user_model.objects.create_superuser("scan-leak-root", password="not-used"))
-    assert PROVIDER_KEY in client.get("/api/runs/scan-leak/").content.decode()
+    assert PROVIDER_KEY in browser_for("superuser").get("/api/runs/scan-leak/").content.decode()

@@ -5,32 +5,15 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from approvals.models import ApprovalRequest
 from tests.csp import csp_policy, csp_problems
-from tests.factories import make_suspended_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def enforced_csp(settings):
-    """The policy as production sends it (enforced); the test process runs with DEBUG's report-only default."""
-    settings.SECURE_CSP = settings.SECURE_CSP or settings.SECURE_CSP_REPORT_ONLY
-    settings.SECURE_CSP_REPORT_ONLY = {}
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("enforced_csp")]
 
 
 @pytest.fixture
-def suspended(drain_runs) -> ApprovalRequest:
-    """A reimbursement run waiting for its payment's approval."""
-    return make_suspended_run(drain_runs, "r1")
-
-
-@pytest.fixture
-def root(django_user_model, suspended) -> Client:
+def root(browser_for, suspended) -> Client:
     """A superuser's browser: may open every page, the console and the admin included."""
-    client = Client()
-    client.force_login(django_user_model.objects.create_superuser(username="root", password="not-used"))
-    return client
+    return browser_for("superuser")
 
 
 PAGES = {

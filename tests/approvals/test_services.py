@@ -12,21 +12,10 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_expire_due, approval_requests_record
 from runs.models import Checkpoint, Effect, Run
 from runs.runtime.durable import create_approval_signer
-from runs.services.lifecycle import run_start
-from tests.factories import make_suspended_run, verdict
 from runs.stores.sessions import DatabaseSessionStore
+from tests.factories import make_queued_run, make_suspended_run, verdict
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def suspended(drain_runs):
-    """A reimbursement run waiting for its payment's approval."""
-    return make_suspended_run(drain_runs, "r1")
-
-
-def decide(request, approved=True, **overrides):
-    return verdict(request, approved=approved, **overrides)
 
 
 def final_text(run_id):
@@ -40,14 +29,14 @@ def test_a_suspension_records_its_request_with_a_token_bound_to_the_run(suspende
 
 
 def test_a_verdict_queues_the_resume_leg(suspended):
-    decide(suspended)
+    verdict(suspended)
     assert Run.objects.get(run_id="r1").status == "queued"
 
 
 def test_a_verdict_is_recorded_once(suspended):
-    decide(suspended)
+    verdict(suspended)
     with pytest.raises(ApprovalNotDecidable):
-        decide(suspended, approved=False)
+        verdict(suspended, approved=False)
     assert ApprovalRequest.objects.get(pk=suspended.pk).status == "approved"
 
 
@@ -56,30 +45,28 @@ def test_a_token_signed_with_another_secret_authorizes_nothing(suspended):
         {"approval_id": suspended.approval_id, "tool_call_id": suspended.tool_call_id, "tool_name": "pay_expense",
          "input": suspended.tool_input}, run_id="r1")
     with pytest.raises(ApprovalTokenInvalid):
-        decide(suspended, token=forged)
+        verdict(suspended, token=forged)
     assert (ApprovalRequest.objects.get(pk=suspended.pk).status, Run.objects.get(run_id="r1").status) == (
         "pending", "suspended")
 
 
 def test_a_token_from_another_run_authorizes_nothing(suspended, drain_runs):
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-2077"}], run_id="r2")
-    drain_runs()
-    other = ApprovalRequest.objects.get(run__run_id="r2")
+    other = make_suspended_run(drain_runs, "r2", messages=[{"role": "user", "content": "Reimburse exp-2077"}])
     with pytest.raises(ApprovalTokenInvalid):
-        decide(suspended, token=other.token)
+        verdict(suspended, token=other.token)
 
 
 def test_an_approved_payment_is_made_once_and_its_token_is_spent(suspended, drain_runs):
-    decide(suspended)
+    verdict(suspended)
     drain_runs()
     assert (Run.objects.get(run_id="r1").status, Effect.objects.get().status) == ("completed", "verified")
     assert ApprovalRequest.objects.get(pk=suspended.pk).status == "used"
     with pytest.raises(ApprovalNotDecidable):
-        decide(suspended)
+        verdict(suspended)
 
 
 def test_a_denied_payment_is_never_made(suspended, drain_runs):
-    decide(suspended, approved=False, reason="Receipt missing.")
+    verdict(suspended, approved=False, reason="Receipt missing.")
     drain_runs()
     assert (Run.objects.get(run_id="r1").status, Effect.objects.count()) == ("completed", 0)
     assert "Receipt missing." in final_text("r1")
@@ -88,7 +75,7 @@ def test_a_denied_payment_is_never_made(suspended, drain_runs):
 def test_an_expired_request_cannot_be_decided(suspended):
     ApprovalRequest.objects.filter(pk=suspended.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(ApprovalNotDecidable, match="expired"):
-        decide(suspended)
+        verdict(suspended)
     assert ApprovalRequest.objects.get(pk=suspended.pk).status == "expired"
 
 
@@ -108,7 +95,7 @@ def test_a_request_from_an_older_revision_is_superseded(suspended):
         {"approval_id": "new", "tool_call_id": "c9", "tool_name": "pay_expense", "input": {}}])
     assert ApprovalRequest.objects.get(pk=suspended.pk).status == "superseded"
     with pytest.raises(ApprovalNotDecidable):
-        decide(suspended)
+        verdict(suspended)
 
 
 def test_a_cancelled_runs_request_cannot_be_decided(suspended):
@@ -116,19 +103,19 @@ def test_a_cancelled_runs_request_cannot_be_decided(suspended):
 
     run_cancel(run_id="r1")
     with pytest.raises(ApprovalNotDecidable):
-        decide(suspended)
+        verdict(suspended)
 
 
 def test_a_run_id_holding_double_colons_runs_to_its_end_with_its_sub_agent(drain_runs):
     # '::' also joins a sub-agent's key to its parent's, and a run id may hold it (1-200 of [A-Za-z0-9._:-]).
-    run_start(agent="coder", messages=[{"role": "user", "content": "Fix the failing test"}], run_id="team::nightly")
+    make_queued_run("team::nightly", agent="coder")
     drain_runs()
     for _ in range(5):
         pending = ApprovalRequest.objects.filter(run__run_id="team::nightly", status=ApprovalRequest.Status.PENDING)
         if not pending:
             break
         for request in pending:
-            decide(request)
+            verdict(request)
         drain_runs()
     run = Run.objects.get(run_id="team::nightly")
     keys = set(Checkpoint.objects.filter(run=run).values_list("session_key", flat=True))

@@ -11,8 +11,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from approvals.models import ApprovalRequest
 from runs.models import Run
-from runs.services.lifecycle import run_start
-from tests.browser.test_live_page import browser, serve  # noqa: F401 (fixtures)
+from tests.factories import make_queued_run, make_user
 
 USERNAME, PASSWORD = "csp-root", "a-long-enough-password-1"
 
@@ -27,10 +26,8 @@ document.addEventListener("securitypolicyviolation", (event) => {
 
 
 @pytest.fixture
-def root(settings, django_user_model):
-    # The server checks the password with its own hashers, which do not include the tests' fast MD5.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
-    return django_user_model.objects.create_superuser(USERNAME, password=PASSWORD)
+def root(server_passwords, db):
+    return make_user(USERNAME, password=PASSWORD, is_staff=True, is_superuser=True)
 
 
 def visit(browser, url: str, *, ready: str = "main, #content, #swagger-ui") -> list[str]:
@@ -43,7 +40,7 @@ def visit(browser, url: str, *, ready: str = "main, #content, #swagger-ui") -> l
 @pytest.mark.browser
 def test_every_page_runs_under_the_enforced_policy_without_a_violation(serve, root, browser):
     server = serve("--workers", "1")
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="csp-1")
+    make_queued_run("csp-1")
     browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_VIOLATIONS})
 
     violations = {"login": visit(browser, f"{server}admin/login/?next=/runs/")}

@@ -6,19 +6,18 @@ from __future__ import annotations
 import os
 import socket
 import struct
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 import websocket
-from django.db import connection
 
 from deuz_project.database_url import database_url
 from runs.models import Run
 from runs.stores.streams import DatabaseStreamStateStore
 from tests.browser.serving import ServeProcess
 from tests.environment import PRODUCTION_ENV, clean_env
-from tests.streams import person, token_of
+from tests.factories import make_run, make_user, token_of
+from tests.processes import database_handles
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,14 +53,13 @@ def close_code(server: ServeProcess, path: str, **options) -> int:
 
 def test_a_signed_out_socket_is_closed_with_4401_not_refused_at_the_handshake(server):
     # A refused handshake is code 1006 in a browser, which the client cannot tell from a drop and retries.
-    Run.objects.create(run_id="queued-1", agent="reimbursement", input_messages="[]")
+    make_run("queued-1", status=Run.Status.QUEUED)
     assert close_code(server, "/ws/runs/queued-1/") == 4401
 
 
 def test_a_token_opens_a_socket_on_the_handshake(server):
-    user = person("api-client")
-    Run.objects.create(run_id="queued-1", agent="reimbursement", input_messages="[]", created_by=user,
-                       status=Run.Status.SUSPENDED)
+    user = make_user("api-client")
+    make_run("queued-1", created_by=user, status=Run.Status.SUSPENDED)
     DatabaseStreamStateStore().append_sync("queued-1", [{"type": "start", "run_id": "queued-1"}], end_leg=True)
     assert close_code(server, "/ws/runs/queued-1/", header=[f"Authorization: Token {token_of(user)}"]) == 1000
 
@@ -90,27 +88,10 @@ def read_until(client: socket.socket, marker: bytes, seen: bytes = b"") -> bytes
     return seen
 
 
-def server_database_handles(server: ServeProcess) -> int:
-    """The server's database connections (PostgreSQL) or its file handles on the database (SQLite)."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
-            return cursor.fetchone()[0]
-    name = os.path.realpath(connection.settings_dict["NAME"])
-    handles = 0
-    for fd in Path(f"/proc/{server.process.pid}/fd").iterdir():
-        try:
-            handles += os.readlink(fd) == name
-        except OSError:
-            pass
-    return handles
-
-
 def test_sixty_event_streams_hold_a_few_database_handles_and_the_api_answers(server):
-    users = [person(f"tail-{n}") for n in range(3)]
+    users = [make_user(f"tail-{n}") for n in range(3)]
     for user in users:
-        Run.objects.create(run_id=f"tail-{user.username}", agent="reimbursement",
-                           input_messages="[]", created_by=user)
+        make_run(f"tail-{user.username}", status=Run.Status.QUEUED, created_by=user)
     streams = [http_open(server, f"/api/runs/tail-{user.username}/events/", token_of(user)) for user in users for _ in range(20)]
     try:
         heads = [read_until(stream, b"\r\n\r\n") for stream in streams]
@@ -120,7 +101,7 @@ def test_sixty_event_streams_hold_a_few_database_handles_and_the_api_answers(ser
         peak = 0
         for stream, head in zip(streams, heads):  # every follower reads its run's new part
             read_until(stream, b"id: 0", head)
-            peak = max(peak, server_database_handles(server))
+            peak = max(peak, database_handles(server.process.pid))
         api = http_open(server, "/api/runs/", token_of(users[0]), accept="application/json")
         answer = read_until(api, b"\r\n\r\n")
         api.close()
@@ -132,9 +113,9 @@ def test_sixty_event_streams_hold_a_few_database_handles_and_the_api_answers(ser
 
 
 def test_forty_websockets_hold_a_few_database_handles(server):
-    users = [person(f"ws-{n}") for n in range(2)]
+    users = [make_user(f"ws-{n}") for n in range(2)]
     for user in users:
-        Run.objects.create(run_id=f"tail-{user.username}", agent="reimbursement", input_messages="[]", created_by=user)
+        make_run(f"tail-{user.username}", status=Run.Status.QUEUED, created_by=user)
     address = urlparse(server.url)
     sockets = [
         websocket.create_connection(f"ws://{address.netloc}/ws/runs/tail-{user.username}/", origin=server.url.rstrip("/"),
@@ -147,7 +128,7 @@ def test_forty_websockets_hold_a_few_database_handles(server):
         peak, frames = 0, []
         for socket_ in sockets:  # every follower reads its run's new part
             frames.append(socket_.recv())
-            peak = max(peak, server_database_handles(server))
+            peak = max(peak, database_handles(server.process.pid))
     finally:
         for socket_ in sockets:
             socket_.close()

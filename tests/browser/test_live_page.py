@@ -3,28 +3,19 @@ loses and repeats nothing on the page."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from deuz_project.database_url import database_url
+from approvals.roles import SUPPORT_GROUP
 from runs.models import Run
 from runs.selectors import run_checkpoint_list, run_get
-from runs.services.lifecycle import run_start
 from runs.stores.streams import DatabaseStreamStateStore
-from tests.browser.serving import ServeProcess
-from tests.environment import PRODUCTION_ENV, clean_env
+from tests.factories import make_queued_run, make_user
 from tests.processes import WorkerProcess
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 USERNAME, PASSWORD = "live-viewer", "a-long-enough-password-1"
 
 # The page's own view of what it rendered: [step, text] per text block, in order.
@@ -32,58 +23,8 @@ RENDERED_TEXT = "return [...document.querySelectorAll('p.assistant-text')].map((
 
 
 @pytest.fixture
-def serve(transactional_db):
-    """Start `manage.py serve ARGS` on this test's database, slow enough to reload mid-stream; returns its URL."""
-    servers: list[ServeProcess] = []
-
-    def start(*args: str, **env: str) -> str:
-        environment = clean_env(DATABASE_URL=database_url(), DEUZ_DEMO_DELAY_MS="120", **PRODUCTION_ENV, **env)
-        if os.environ.get("REDIS_URL"):
-            environment["REDIS_URL"] = os.environ["REDIS_URL"]
-        servers.append(ServeProcess(*args, env=environment))
-        return servers[-1].url
-
-    yield start
-    for server in servers:  # before the database is flushed
-        server.stop()
-
-
-@pytest.fixture
-def viewer(settings, django_user_model):
-    # The server checks the password with its own hashers, which do not include the tests' fast MD5.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
-    from approvals.roles import SUPPORT_GROUP
-    from approvals.services import role_group_ensure
-
-    user = django_user_model.objects.create_user(USERNAME, password=PASSWORD, is_staff=True)
-    user.groups.add(role_group_ensure(SUPPORT_GROUP))  # support staff read every run
-    return user
-
-
-@pytest.fixture
-def browser(tmp_path, monkeypatch):
-    """Debian's headless Chromium; a machine without it fails here, saying what to install."""
-    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager must never download a driver or a browser
-    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
-    if missing:
-        pytest.fail(
-            f"The browser tests need Debian's Chromium and its driver; missing: {', '.join(missing)}. "
-            "Install them with `apt-get install -y chromium chromium-driver` (.ci/run does)."
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                     "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
-                     "--window-size=1100,900", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(argument)
-    service = Service(executable_path=str(CHROMEDRIVER), log_output=str(tmp_path / "chromedriver.log"))
-    try:
-        driver = webdriver.Chrome(service=service, options=options)
-    except WebDriverException as error:
-        pytest.fail(f"Headless Chromium did not start ({CHROMIUM}, {CHROMEDRIVER}): {error.msg}")
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+def viewer(server_passwords, db):
+    return make_user(USERNAME, SUPPORT_GROUP, password=PASSWORD, is_staff=True)  # support staff read every run
 
 
 def log_in(browser, page_url: str) -> None:
@@ -120,8 +61,7 @@ def test_a_reload_mid_stream_resumes_exactly_where_rendering_stopped(serve, view
     page_url = f"{server}runs/{run_id}/live/" + ("?transport=websocket" if transport == "websocket" else "")
     log_in(browser, page_url)  # before the run exists: the page answers 404 until then
 
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id,
-              user=viewer)  # the run's creator may follow it
+    make_queued_run(run_id, user=viewer)  # the run's creator may follow it
     browser.get(page_url)
     before_reload = WebDriverWait(browser, 30, poll_frequency=0.05).until(
         lambda driver: driver.execute_script(RENDERED_TEXT)
@@ -168,8 +108,7 @@ def test_a_worker_killed_mid_stream_leaves_only_the_restarted_step_on_the_page(s
 
     worker = WorkerProcess("crashing", tmp_path, DEUZ_FAULT=fault, DEUZ_DEMO_DELAY_MS="120")
     try:
-        run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id,
-              user=viewer)  # the run's creator may follow it
+        make_queued_run(run_id, user=viewer)  # the run's creator may follow it
         browser.get(page_url)
         assert worker.wait_exit(timeout=60) == -9, worker.output  # the fault's SIGKILL, mid-stream
         announcement = WebDriverWait(browser, 60, poll_frequency=0.1).until(
@@ -193,6 +132,6 @@ def test_the_live_page_sends_a_visitor_without_a_login_to_sign_in(client):
 
 
 @pytest.mark.django_db
-def test_the_live_page_of_an_unknown_run_is_not_found(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("ada"))
+def test_the_live_page_of_an_unknown_run_is_not_found(client):
+    client.force_login(make_user("ada"))
     assert client.get("/runs/no-such-run/live/").status_code == 404

@@ -16,12 +16,11 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP
 from approvals.models import ApprovalRequest
-from approvals.services import role_group_ensure
+from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP
 from runs.models import Run
-from runs.services.lifecycle import run_start
-from tests.browser.test_live_page import browser, serve  # noqa: F401 (fixtures)
+from tests.factories import make_queued_run, make_user
+from tests.processes import wait_until
 
 PASSWORD = "a-long-enough-password-1"
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -40,21 +39,15 @@ axe.run(document, {resultTypes: ["violations"]})
 
 
 @pytest.fixture
-def people(settings, django_user_model):
+def people(server_passwords, db):
     """olga starts runs; rita reviews; sue is support; pat is a plain user; root is a superuser."""
-    # The server checks passwords with its own hashers, which do not include the tests' fast MD5.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
-    make = django_user_model.objects.create_user
-    found = {
-        "olga": make("olga", password=PASSWORD),
-        "rita": make("rita", password=PASSWORD, is_staff=True),
-        "sue": make("sue", password=PASSWORD, is_staff=True),
-        "pat": make("pat", password=PASSWORD),
-        "root": django_user_model.objects.create_superuser("root", password=PASSWORD),
+    return {
+        "olga": make_user("olga", password=PASSWORD),
+        "rita": make_user("rita", REVIEWERS_GROUP, password=PASSWORD, is_staff=True),
+        "sue": make_user("sue", SUPPORT_GROUP, password=PASSWORD, is_staff=True),
+        "pat": make_user("pat", password=PASSWORD),
+        "root": make_user("root", password=PASSWORD, is_staff=True, is_superuser=True),
     }
-    found["rita"].groups.add(role_group_ensure(REVIEWERS_GROUP))
-    found["sue"].groups.add(role_group_ensure(SUPPORT_GROUP))
-    return found
 
 
 def shot(browser, name: str, size: tuple[int, int] = DESKTOP) -> None:
@@ -73,6 +66,13 @@ def shot(browser, name: str, size: tuple[int, int] = DESKTOP) -> None:
         browser.set_window_size(*DESKTOP)
 
 
+@pytest.fixture
+def server(serve, browser) -> str:
+    """The site served with one embedded worker, the browser's window at desktop size; returns the site's URL."""
+    browser.set_window_size(*DESKTOP)
+    return serve("--workers", "1")
+
+
 def wait(browser, condition, timeout: float = 60):
     return WebDriverWait(browser, timeout, poll_frequency=0.1).until(condition)
 
@@ -87,23 +87,48 @@ def sign_in(browser, server: str, username: str, path: str) -> None:
     wait(browser, lambda driver: urlparse(driver.current_url).path == path.split("?")[0], 30)
 
 
+def confirm_in_the_console(browser, verdict: str, *, says: str) -> None:
+    """On a console request page: press the ``verdict``'s button, read that the confirmation ``says`` what will
+    happen (a screenshot of it kept), confirm, and land back on the queue."""
+    browser.find_element(By.CSS_SELECTOR, "button.approve" if verdict == "approve" else "button.danger").click()
+    wait(browser, lambda driver: driver.find_elements(By.CSS_SELECTOR, f'section.confirm[data-verdict="{verdict}"]'))
+    assert says in text_of(browser, "section.confirm")
+    shot(browser, f"console-confirm-{verdict}")
+    browser.find_element(By.CSS_SELECTOR, "section.confirm button[type=submit]").click()
+    wait(browser, lambda driver: urlparse(driver.current_url).path == "/console/")
+
+
 def wait_live(browser) -> None:
     """Until the page follows its live topics."""
     wait(browser, lambda driver: driver.find_elements(By.CSS_SELECTOR, 'main[data-live-state="live"]'), 30)
 
 
-def wait_for_status(run_id: str, status: str, timeout: float = 60) -> Run:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = Run.objects.filter(run_id=run_id).first()
-        if run is not None and run.status == status:
-            return run
-        time.sleep(0.1)
-    raise AssertionError(f"run {run_id} never reached {status}")
+def wait_for_status(run_id: str, status: str) -> Run:
+    return wait_until(lambda: Run.objects.filter(run_id=run_id, status=status).first(),
+                      what=f"run {run_id} to reach {status}")
 
 
-def start(run_id: str, user, *, agent: str = "reimbursement", text: str = "Reimburse exp-1042") -> None:
-    run_start(agent=agent, messages=[{"role": "user", "content": text}], run_id=run_id, user=user)
+def waiting_for_review(run_id: str, user, *, agent: str = "reimbursement") -> ApprovalRequest:
+    """The request of a run ``user`` started, once the server's worker suspended it waiting for a reviewer."""
+    make_queued_run(run_id, agent=agent, user=user)
+    wait_for_status(run_id, "suspended")
+    return ApprovalRequest.objects.get(run__run_id=run_id)
+
+
+# A same-origin POST from the open page with its CSRF cookie, as a crafted page or a console script would send.
+POST_FROM_PAGE = """
+const [path, body, done] = arguments;
+const csrf = document.cookie.split("; ").find((c) => c.startsWith("csrftoken="))?.split("=")[1] ?? "";
+const headers = body === null ? {"X-CSRFToken": csrf}
+  : {"X-CSRFToken": csrf, "Content-Type": "application/x-www-form-urlencoded"};
+fetch(path, {method: "POST", credentials: "same-origin", headers, body: body ?? undefined})
+  .then((response) => done(response.status), (error) => done(String(error)));
+"""
+
+
+def post_from_page(browser, path: str, body: str | None = None) -> int | str:
+    """The status of that POST (or the fetch's error)."""
+    return browser.execute_async_script(POST_FROM_PAGE, path, body)
 
 
 def text_of(browser, selector: str) -> str:
@@ -133,15 +158,13 @@ def attribute_of(browser, selector: str, name: str) -> str | None:
 
 
 @pytest.mark.browser
-def test_a_reviewer_sees_a_request_arrive_live_approves_it_and_the_live_page_finishes(serve, people, browser):
-    server = serve("--workers", "1")
-    browser.set_window_size(*DESKTOP)
+def test_a_reviewer_sees_a_request_arrive_live_approves_it_and_the_live_page_finishes(people, server, browser):
     sign_in(browser, server, "rita", "/console/")
     wait_live(browser)
     console = browser.current_window_handle
     assert not browser.find_elements(By.CSS_SELECTOR, '.queue-item[data-run-id="people-1"]')
 
-    start("people-1", people["olga"])
+    make_queued_run("people-1", user=people["olga"])
     wait(browser, lambda driver: driver.find_elements(By.CSS_SELECTOR, '.queue-item[data-run-id="people-1"]'))
     assert "Reimburse exp-1042" in text_of(browser, '.queue-item[data-run-id="people-1"]')
     shot(browser, "console-queue-with-a-new-request")
@@ -159,12 +182,7 @@ def test_a_reviewer_sees_a_request_arrive_live_approves_it_and_the_live_page_fin
     assert "approved by finance" in text_of(browser, ".evidence-list")
     shot(browser, "console-request")
     shot(browser, "console-request", PHONE)
-    browser.find_element(By.CSS_SELECTOR, "button.approve").click()
-    wait(browser, lambda driver: driver.find_elements(By.CSS_SELECTOR, "section.confirm"))
-    assert "calls pay_expense once" in text_of(browser, "section.confirm")
-    shot(browser, "console-confirm-approve")
-    browser.find_element(By.CSS_SELECTOR, "section.confirm button[type=submit]").click()
-    wait(browser, lambda driver: urlparse(driver.current_url).path == "/console/")
+    confirm_in_the_console(browser, "approve", says="calls pay_expense once")
     assert "pay_expense in run people-1 approved." in text_of(browser, ".messages")
     assert not browser.find_elements(By.CSS_SELECTOR, '.queue-item[data-run-id="people-1"]')
 
@@ -179,12 +197,8 @@ def test_a_reviewer_sees_a_request_arrive_live_approves_it_and_the_live_page_fin
 
 
 @pytest.mark.browser
-def test_a_denial_and_its_reason_reach_the_transcript_and_the_run_list_live(serve, people, browser):
-    server = serve("--workers", "1")
-    browser.set_window_size(*DESKTOP)
-    start("people-2", people["olga"])
-    wait_for_status("people-2", "suspended")
-    request = ApprovalRequest.objects.get(run__run_id="people-2")
+def test_a_denial_and_its_reason_reach_the_transcript_and_the_run_list_live(people, server, browser):
+    request = waiting_for_review("people-2", people["olga"])
 
     sign_in(browser, server, "rita", "/runs/")
     wait_live(browser)
@@ -206,12 +220,7 @@ def test_a_denial_and_its_reason_reach_the_transcript_and_the_run_list_live(serv
     browser.switch_to.new_window("tab")
     browser.get(f"{server}console/people-2/{request.approval_id}/")
     browser.find_element(By.ID, "reason").send_keys("Duplicate of exp-1041")
-    browser.find_element(By.CSS_SELECTOR, "button.danger").click()
-    wait(browser, lambda driver: driver.find_elements(By.CSS_SELECTOR, 'section.confirm[data-verdict="deny"]'))
-    assert "with your reason: “Duplicate of exp-1041”" in text_of(browser, "section.confirm")
-    shot(browser, "console-confirm-deny")
-    browser.find_element(By.CSS_SELECTOR, "section.confirm button[type=submit]").click()
-    wait(browser, lambda driver: urlparse(driver.current_url).path == "/console/")
+    confirm_in_the_console(browser, "deny", says="with your reason: “Duplicate of exp-1041”")
 
     browser.switch_to.window(live)
     wait(browser, lambda driver: text_of(driver, "#run-status") == "Finished.")
@@ -231,12 +240,8 @@ def test_a_denial_and_its_reason_reach_the_transcript_and_the_run_list_live(serv
 
 
 @pytest.mark.browser
-def test_support_reads_the_timeline_with_no_decision_control_and_a_forged_verdict_is_refused(serve, people, browser):
-    server = serve("--workers", "1")
-    browser.set_window_size(*DESKTOP)
-    start("people-3", people["olga"])
-    wait_for_status("people-3", "suspended")
-    request = ApprovalRequest.objects.get(run__run_id="people-3")
+def test_support_reads_the_timeline_with_no_decision_control_and_a_forged_verdict_is_refused(people, server, browser):
+    request = waiting_for_review("people-3", people["olga"])
 
     sign_in(browser, server, "sue", "/runs/people-3/")
     assert "Proposed: pay_expense" in text_of(browser, "ol.steps")
@@ -251,24 +256,16 @@ def test_support_reads_the_timeline_with_no_decision_control_and_a_forged_verdic
     assert "The console is for reviewers" in text_of(browser, "main")
     shot(browser, "support-console-refused")
 
-    forged = browser.execute_async_script("""
-        const done = arguments[arguments.length - 1];
-        const csrf = document.cookie.split("; ").find((c) => c.startsWith("csrftoken="))?.split("=")[1] ?? "";
-        fetch(arguments[0], {method: "POST", credentials: "same-origin", headers: {"X-CSRFToken": csrf,
-              "Content-Type": "application/x-www-form-urlencoded"}, body: "verdict=approve&confirm=yes"})
-          .then((response) => done(response.status), (error) => done(String(error)));
-    """, f"/console/people-3/{request.approval_id}/")
+    forged = post_from_page(browser, f"/console/people-3/{request.approval_id}/", "verdict=approve&confirm=yes")
     assert forged == 403
     request.refresh_from_db()
     assert (request.status, Run.objects.get(run_id="people-3").status) == ("pending", "suspended")
 
 
 @pytest.mark.browser
-def test_a_plain_user_can_neither_read_nor_cancel_anothers_run(serve, people, browser):
-    server = serve("--workers", "1")
-    start("people-4", people["olga"])
-    wait_for_status("people-4", "suspended")
-    start("mine-4", people["pat"], text="Reimburse exp-2077")
+def test_a_plain_user_can_neither_read_nor_cancel_anothers_run(people, server, browser):
+    waiting_for_review("people-4", people["olga"])
+    make_queued_run("mine-4", user=people["pat"], messages=[{"role": "user", "content": "Reimburse exp-2077"}])
 
     sign_in(browser, server, "pat", "/runs/")
     listed = browser.execute_script(
@@ -276,13 +273,7 @@ def test_a_plain_user_can_neither_read_nor_cancel_anothers_run(serve, people, br
     assert listed == ["mine-4"]
     browser.get(f"{server}runs/people-4/")
     assert text_of(browser, "h1") == "Not found"
-    cancel = browser.execute_async_script("""
-        const done = arguments[arguments.length - 1];
-        const csrf = document.cookie.split("; ").find((c) => c.startsWith("csrftoken="))?.split("=")[1] ?? "";
-        fetch(arguments[0], {method: "POST", credentials: "same-origin", headers: {"X-CSRFToken": csrf}})
-          .then((response) => done(response.status), (error) => done(String(error)));
-    """, "/runs/people-4/cancel/")
-    assert cancel == 404
+    assert post_from_page(browser, "/runs/people-4/cancel/") == 404
     assert Run.objects.get(run_id="people-4").status == "suspended"
 
 
@@ -295,11 +286,9 @@ def axe_violations(browser) -> list[dict]:
 
 
 @pytest.mark.browser
-def test_no_page_has_a_serious_accessibility_violation(serve, people, browser):
-    server = serve("--workers", "1")
-    browser.set_window_size(*DESKTOP)
-    start("people-5", people["olga"])
-    start("people-6", people["olga"], agent="coder", text="Fix the failing test")
+def test_no_page_has_a_serious_accessibility_violation(people, server, browser):
+    make_queued_run("people-5", user=people["olga"])
+    make_queued_run("people-6", agent="coder", user=people["olga"])
     wait_for_status("people-5", "suspended")
     wait_for_status("people-6", "suspended")
     request = ApprovalRequest.objects.get(run__run_id="people-5")
@@ -338,10 +327,8 @@ def test_no_page_has_a_serious_accessibility_violation(serve, people, browser):
 
 
 @pytest.mark.browser
-def test_the_admins_approval_list_shows_the_input_and_agent_path_at_1280_px(serve, people, browser):
-    server = serve("--workers", "1")
-    start("people-7", people["olga"], agent="coder", text="Fix the failing test")
-    wait_for_status("people-7", "suspended")
+def test_the_admins_approval_list_shows_the_input_and_agent_path_at_1280_px(people, server, browser):
+    waiting_for_review("people-7", people["olga"], agent="coder")
     browser.set_window_size(*DESKTOP)
     sign_in(browser, server, "rita", "/console/")
     browser.get(f"{server}admin/approvals/approvalrequest/")

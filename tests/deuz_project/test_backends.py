@@ -15,6 +15,8 @@ from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from tests.factories import make_user
+
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
@@ -33,7 +35,7 @@ def test_database_is_the_configured_one():
 
 @pytest.mark.django_db
 def test_database_round_trips_a_row():
-    get_user_model().objects.create_user(username="round-trip")
+    make_user("round-trip")
     assert get_user_model().objects.filter(username="round-trip").count() == 1
 
 
@@ -119,29 +121,27 @@ def test_a_new_postgresql_session_starts_in_the_zone_django_uses_so_it_sets_none
         assert raw.info.parameter_status("TimeZone") == connection.timezone_name == "UTC"
 
 
-@postgresql_only
-def test_a_processs_first_query_opens_one_pooled_connection(run_python):
-    # With the pool's minimum above zero, the first borrow finds the pool still opening its minimum and asks for
-    # one more: two backends started at once, on the path of a fresh worker's first resume.
-    result = run_python(
-        "import django; django.setup()\n"
-        "from django.db import connection\n"
-        "connection.ensure_connection()\n"
-        "print(connection.pool.get_stats()['pool_size'])\n",
-        DATABASE_URL=DATABASE_URL,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[-1] == "1"
-
-
-@postgresql_only
-def test_a_processs_pool_keeps_one_maintenance_thread(run_python):
+def printed_after_the_first_query(run_python, expression: str) -> str:
+    """What a fresh process on this database prints of ``expression`` once its first connection is open."""
     result = run_python(
         "import threading, django; django.setup()\n"
         "from django.db import connection\n"
         "connection.ensure_connection()\n"
-        "print(sum('-worker-' in thread.name for thread in threading.enumerate()))\n",
+        f"print({expression})\n",
         DATABASE_URL=DATABASE_URL,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[-1] == "1"
+    return result.stdout.split()[-1]
+
+
+@postgresql_only
+def test_a_processs_first_query_opens_one_pooled_connection(run_python):
+    # With the pool's minimum above zero, the first borrow finds the pool still opening its minimum and asks for
+    # one more: two backends started at once, on the path of a fresh worker's first resume.
+    assert printed_after_the_first_query(run_python, "connection.pool.get_stats()['pool_size']") == "1"
+
+
+@postgresql_only
+def test_a_processs_pool_keeps_one_maintenance_thread(run_python):
+    threads = "sum('-worker-' in thread.name for thread in threading.enumerate())"
+    assert printed_after_the_first_query(run_python, threads) == "1"

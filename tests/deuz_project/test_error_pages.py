@@ -11,10 +11,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def staff(django_user_model) -> Client:
-    client = Client()
-    client.force_login(django_user_model.objects.create_user(username="sam", password="not-used", is_staff=True))
-    return client
+def staff(browser_for) -> Client:
+    """Staff without a group: the admin, no run they may read."""
+    return browser_for("staff")
 
 
 def assert_plain_page(response, status: int, heading: str) -> str:
@@ -58,10 +57,9 @@ def test_a_missing_run_answers_a_404_page_saying_why(staff):
     assert "/runs/no-such-run/" in html and "Resolver404" not in html
 
 
-def test_a_page_the_user_may_not_see_answers_a_403_page_saying_why(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user(username="oscar", password="not-used"))
-    html = assert_plain_page(client.get("/console/"), 403, "Not allowed")
-    assert "The console is for reviewers" in html and "oscar does not have it" in html
+def test_a_page_the_user_may_not_see_answers_a_403_page_saying_why(browser_for):
+    html = assert_plain_page(browser_for("plain").get("/console/"), 403, "Not allowed")
+    assert "The console is for reviewers" in html and "pat does not have it" in html
 
 
 def test_a_request_for_an_unknown_host_answers_a_400_page(client):
@@ -74,9 +72,8 @@ def test_an_api_request_for_an_unknown_host_answers_json_400(client):
     assert (response.status_code, response.json()) == (400, {"detail": "Bad request."})
 
 
-def test_a_failed_csrf_check_answers_a_403_page_saying_nothing_was_recorded(django_user_model):
-    browser = Client(enforce_csrf_checks=True)
-    browser.force_login(django_user_model.objects.create_superuser(username="root", password="not-used"))
+def test_a_failed_csrf_check_answers_a_403_page_saying_nothing_was_recorded(browser_for):
+    browser = browser_for("superuser", enforce_csrf_checks=True)
     html = assert_plain_page(browser.post("/console/r1/a1/", {"verdict": "approve"}), 403,
                              "This form could not be accepted")
     assert "nothing was recorded" in html

@@ -1,29 +1,24 @@
-"""Fixtures of the runs tests: API clients logged in with a token and one with no credentials, reimbursement runs
-driven in this process up to a payment or a needed review, and real worker processes (the reviewer, outsider and
-their clients are in tests/conftest.py)."""
+"""Fixtures of the runs tests: a plain user, their API token and client, a client with no credentials, the user who
+starts runs, reimbursement runs driven in this process up to a payment or a needed review, and real worker
+processes (token_client, the reviewer, outsider and their clients are in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-
-@pytest.fixture
-def token_client():
-    """An APIClient that authenticates as ``user`` with `Authorization: Token KEY`, as API clients do."""
-
-    def make(user) -> APIClient:
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-        return client
-
-    return make
+from tests.factories import make_user, token_of
 
 
 @pytest.fixture
-def api_user(django_user_model):
-    return django_user_model.objects.create_user(username="ada", password="not-used")
+def api_user(db):
+    return make_user("ada")
+
+
+@pytest.fixture
+def api_token(api_user) -> str:
+    """The plain user's API token key."""
+    return token_of(api_user)
 
 
 @pytest.fixture
@@ -37,31 +32,22 @@ def anonymous_client() -> APIClient:
     return APIClient()
 
 
+@pytest.fixture
+def owner(db):
+    """A user with no group, who starts the runs a test reads or follows."""
+    from tests.factories import make_user
 
-def reimburse(run_id: str, agent: str = "reimbursement"):
-    from runs.services.lifecycle import run_start
-
-    text = "Reimburse exp-1042" if agent == "reimbursement" else "Fix the failing test"
-    return run_start(agent=agent, messages=[{"role": "user", "content": text}], run_id=run_id)
-
-
-def approve_pending(run_id: str) -> None:
-    from approvals.models import ApprovalRequest
-    from approvals.services import approval_decide
-
-    for request in ApprovalRequest.objects.filter(run__run_id=run_id, status=ApprovalRequest.Status.PENDING):
-        approval_decide(run_id=run_id, approval_id=request.approval_id, approved=True, token=request.token, user=None)
+    return make_user("olga")
 
 
 @pytest.fixture
 def approved_run(drain_runs):
     """A reimbursement run suspended on its payment and approved: its next leg pays."""
     from runs.models import Run
+    from tests.factories import make_suspended_run, verdict
 
-    def make(run_id: str = "r-pay", agent: str = "reimbursement") -> Run:
-        reimburse(run_id, agent)
-        drain_runs()
-        approve_pending(run_id)
+    def make(run_id: str = "r-pay") -> Run:
+        verdict(make_suspended_run(drain_runs, run_id))
         return Run.objects.get(run_id=run_id)
 
     return make

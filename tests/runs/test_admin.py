@@ -5,34 +5,16 @@ from __future__ import annotations
 import pytest
 from django.contrib import messages
 from django.contrib.admin.sites import site
-from django.contrib.auth.models import Permission, User
-from django.test import Client
 from django.test import RequestFactory
 from django.urls import reverse
 
-from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide, role_group_ensure
-from runs.admin import token_preview
 from demo.models import SandboxPayment
+from runs.admin import token_preview
 from runs.models import Checkpoint, Effect, JournalEntry, Leg, Run, RunMessage
-from runs.services.lifecycle import run_start
+from tests.factories import make_paid_run, make_suspended_run, make_user, verdict
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _suspended(drain_runs, run_id: str = "r-wait") -> Run:
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
-    drain_runs()
-    return Run.objects.get(run_id=run_id)
-
-
-def _paid(drain_runs, run_id: str = "r-paid") -> Run:
-    _suspended(drain_runs, run_id)
-    request = ApprovalRequest.objects.get(run__run_id=run_id)
-    approval_decide(run_id=run_id, approval_id=request.approval_id, approved=True, token=request.token, user=None)
-    drain_runs()
-    return Run.objects.get(run_id=run_id)
 
 
 def _url(model, view: str, *args) -> str:
@@ -51,27 +33,25 @@ def _post_action(client, model, action: str, objects) -> object:
 
 @pytest.fixture
 def paid_run(drain_runs):
-    return _paid(drain_runs)
+    return make_paid_run(drain_runs, "r-paid")
 
 
-def _staff_client(username: str, group: str) -> tuple[Client, User]:
-    user = User.objects.create_user(username, password="not-used", is_staff=True)
-    user.groups.add(role_group_ensure(group))
-    client = Client()
-    client.force_login(user)
-    return client, user
+def _suspension_page(client, run: Run) -> str:
+    """The admin page of the checkpoint ``run`` saved when it suspended."""
+    checkpoint = Checkpoint.objects.get(run=run, status="suspended")
+    return client.get(_url(Checkpoint, "change", checkpoint.pk)).content.decode()
 
 
 @pytest.fixture
-def support_client():
+def support_client(browser_for):
     """A staff user in the support group: reads every record, decides nothing."""
-    return _staff_client("sue", SUPPORT_GROUP)[0]
+    return browser_for("support")
 
 
 @pytest.fixture
-def reviewer_staff():
+def reviewer_staff(browser_for, users):
     """A staff user in the reviewers group, and their signed-in client."""
-    return _staff_client("rita", REVIEWERS_GROUP)
+    return browser_for("reviewer"), users["reviewer"]
 
 
 def _request_part(run: Run) -> JournalEntry:
@@ -122,18 +102,17 @@ def test_checkpoint_page_renders_the_decoded_history(admin_client, paid_run):
 
 
 def test_checkpoint_page_shortens_the_approval_tokens_it_holds(admin_client, drain_runs):
-    run = _suspended(drain_runs)
-    token = ApprovalRequest.objects.get(run=run).token
-    checkpoint = Checkpoint.objects.get(run=run, status="suspended")
-    content = admin_client.get(_url(Checkpoint, "change", checkpoint.pk)).content.decode()
+    request = make_suspended_run(drain_runs)
+    token = request.token
+    content = _suspension_page(admin_client, request.run)
     assert "pay_expense" in content
     assert token not in content
     assert token_preview(token) in content
 
 
 def test_journal_page_shortens_the_approval_token_of_a_request_part(admin_client, drain_runs):
-    run = _suspended(drain_runs)
-    token = ApprovalRequest.objects.get(run=run).token
+    request = make_suspended_run(drain_runs)
+    run, token = request.run, request.token
     content = admin_client.get(_url(JournalEntry, "change", _request_part(run).pk)).content.decode()
     assert "pay_expense" in content
     assert token not in content
@@ -148,21 +127,21 @@ def test_run_message_page_shows_a_size_not_the_stored_bytes(admin_client, paid_r
 
 
 def test_approval_page_shows_only_a_preview_of_the_token(admin_client, drain_runs):
-    request = ApprovalRequest.objects.get(run=_suspended(drain_runs))
+    request = make_suspended_run(drain_runs)
     content = admin_client.get(_url(ApprovalRequest, "change", request.pk)).content.decode()
     assert request.token not in content
     assert token_preview(request.token) in content
 
 
 def test_two_tokens_previews_differ(drain_runs):
-    first, second = (ApprovalRequest.objects.get(run=_suspended(drain_runs, run_id)).token for run_id in ("a", "b"))
+    first, second = (make_suspended_run(drain_runs, run_id).token for run_id in ("a", "b"))
     assert first[:12] == second[:12]  # the tokens' shared encoded header: their own start tells nothing apart
     assert token_preview(first) != token_preview(second)
 
 
 def test_approve_action_approves_the_request_and_queues_the_run(admin_client, admin_user, drain_runs):
-    run = _suspended(drain_runs)
-    request = ApprovalRequest.objects.get(run=run)
+    request = make_suspended_run(drain_runs)
+    run = request.run
     response = _post_action(admin_client, ApprovalRequest, "approve_selected", [request])
     request.refresh_from_db()
     assert (request.status, request.decided_by, request.reason) == ("approved", admin_user, "Decided in the admin")
@@ -171,8 +150,8 @@ def test_approve_action_approves_the_request_and_queues_the_run(admin_client, ad
 
 
 def test_deny_action_denies_the_request_and_queues_the_run(admin_client, drain_runs):
-    run = _suspended(drain_runs)
-    request = ApprovalRequest.objects.get(run=run)
+    request = make_suspended_run(drain_runs)
+    run = request.run
     _post_action(admin_client, ApprovalRequest, "deny_selected", [request])
     request.refresh_from_db()
     assert request.status == "denied"
@@ -180,7 +159,7 @@ def test_deny_action_denies_the_request_and_queues_the_run(admin_client, drain_r
 
 
 def test_deciding_a_decided_request_reports_an_error_not_a_500(admin_client, drain_runs):
-    request = ApprovalRequest.objects.get(run=_suspended(drain_runs))
+    request = make_suspended_run(drain_runs)
     _post_action(admin_client, ApprovalRequest, "deny_selected", [request])
     response = _post_action(admin_client, ApprovalRequest, "approve_selected", [request])
     assert response.status_code == 200
@@ -190,11 +169,9 @@ def test_deciding_a_decided_request_reports_an_error_not_a_500(admin_client, dra
 
 
 def test_staff_with_only_the_view_permission_cannot_decide(client, drain_runs):
-    staff = User.objects.create_user("viewer", password="pw", is_staff=True)
-    staff.user_permissions.add(Permission.objects.get(codename="view_approvalrequest"))
-    client.force_login(staff)
-    run = _suspended(drain_runs)
-    request = ApprovalRequest.objects.get(run=run)
+    client.force_login(make_user("viewer", is_staff=True, permissions=["view_approvalrequest"]))
+    request = make_suspended_run(drain_runs)
+    run = request.run
     response = _post_action(client, ApprovalRequest, "approve_selected", [request])
     assert response.status_code == 403
     request.refresh_from_db()
@@ -206,32 +183,31 @@ def test_staff_with_only_the_view_permission_cannot_decide(client, drain_runs):
 
 
 def test_support_sees_no_token_on_the_approval_page(support_client, drain_runs):
-    request = ApprovalRequest.objects.get(run=_suspended(drain_runs))
+    request = make_suspended_run(drain_runs)
     content = support_client.get(_url(ApprovalRequest, "change", request.pk)).content.decode()
     assert "pay_expense" in content
     assert request.token[:12] not in content and token_preview(request.token) not in content
 
 
 def test_support_sees_no_token_in_a_checkpoint(support_client, drain_runs):
-    run = _suspended(drain_runs)
-    token = ApprovalRequest.objects.get(run=run).token
-    checkpoint = Checkpoint.objects.get(run=run, status="suspended")
-    content = support_client.get(_url(Checkpoint, "change", checkpoint.pk)).content.decode()
+    request = make_suspended_run(drain_runs)
+    token = request.token
+    content = _suspension_page(support_client, request.run)
     assert "pay_expense" in content
     assert token[:12] not in content and token_preview(token) not in content
     assert '"token": "(hidden)"' in content.replace("&quot;", '"')
 
 
 def test_support_sees_no_token_in_a_journal_part(support_client, drain_runs):
-    run = _suspended(drain_runs)
-    token = ApprovalRequest.objects.get(run=run).token
+    request = make_suspended_run(drain_runs)
+    run, token = request.run, request.token
     content = support_client.get(_url(JournalEntry, "change", _request_part(run).pk)).content.decode()
     assert "pay_expense" in content
     assert token[:12] not in content and token_preview(token) not in content
 
 
 def test_support_is_offered_no_decision_action(support_client, drain_runs):
-    _suspended(drain_runs)
+    make_suspended_run(drain_runs)
     content = support_client.get(_url(ApprovalRequest, "changelist")).content.decode()
     assert "pay_expense" in content
     assert "approve_selected" not in content
@@ -240,8 +216,8 @@ def test_support_is_offered_no_decision_action(support_client, drain_runs):
 
 @pytest.mark.parametrize("action", ["approve_selected", "deny_selected"])
 def test_a_forged_decision_post_from_support_is_refused_and_decides_nothing(support_client, drain_runs, action):
-    run = _suspended(drain_runs)
-    request = ApprovalRequest.objects.get(run=run)
+    request = make_suspended_run(drain_runs)
+    run = request.run
     response = _post_action(support_client, ApprovalRequest, action, [request])
     assert response.status_code == 403
     assert "You do not have permission to decide approval requests." in response.content.decode()
@@ -252,7 +228,7 @@ def test_a_forged_decision_post_from_support_is_refused_and_decides_nothing(supp
 
 def test_a_reviewer_sees_the_token_start_and_the_decision_actions(reviewer_staff, drain_runs):
     client, _ = reviewer_staff
-    request = ApprovalRequest.objects.get(run=_suspended(drain_runs))
+    request = make_suspended_run(drain_runs)
     change = client.get(_url(ApprovalRequest, "change", request.pk)).content.decode()
     changelist = client.get(_url(ApprovalRequest, "changelist")).content.decode()
     assert token_preview(request.token) in change
@@ -262,8 +238,8 @@ def test_a_reviewer_sees_the_token_start_and_the_decision_actions(reviewer_staff
 
 def test_a_reviewer_decides_in_the_admin(reviewer_staff, drain_runs):
     client, reviewer = reviewer_staff
-    run = _suspended(drain_runs)
-    request = ApprovalRequest.objects.get(run=run)
+    request = make_suspended_run(drain_runs)
+    run = request.run
     response = _post_action(client, ApprovalRequest, "deny_selected", [request])
     request.refresh_from_db()
     assert (request.status, request.decided_by) == ("denied", reviewer)
@@ -272,7 +248,7 @@ def test_a_reviewer_decides_in_the_admin(reviewer_staff, drain_runs):
 
 
 def test_cancel_action_cancels_the_run(admin_client, drain_runs):
-    run = _suspended(drain_runs)
+    run = make_suspended_run(drain_runs).run
     _post_action(admin_client, Run, "cancel_selected", [run])
     assert Run.objects.get(pk=run.pk).status == "cancelled"
     assert ApprovalRequest.objects.get(run=run).status == "cancelled"
@@ -312,11 +288,8 @@ def test_runs_cannot_be_edited_through_the_form(admin_client, paid_run):
 
 
 def test_the_admins_run_list_tells_a_paid_run_from_a_denied_one(admin_client, drain_runs):
-    _paid(drain_runs, "r-paid")
-    _suspended(drain_runs, "r-denied")
-    request = ApprovalRequest.objects.get(run__run_id="r-denied")
-    approval_decide(run_id="r-denied", approval_id=request.approval_id, approved=False, token=request.token,
-                    reason="not in the policy", user=None)
+    make_paid_run(drain_runs, "r-paid")
+    verdict(make_suspended_run(drain_runs, "r-denied"), approved=False, reason="not in the policy")
     drain_runs()
     response = admin_client.get(_url(Run, "changelist"))
     outcomes = {row.run_id: row for row in response.context["cl"].result_list}

@@ -61,9 +61,8 @@ def test_a_user_without_the_permission_is_refused(client, outsider, suspended):
     assert ApprovalRequest.objects.get(pk=suspended.pk).status == "pending"
 
 
-def test_a_superuser_may_use_the_console(client, django_user_model):
-    client.force_login(django_user_model.objects.create_superuser(username="root", password="not-used"))
-    assert client.get("/console/").status_code == 200
+def test_a_superuser_may_use_the_console(browser_for):
+    assert browser_for("superuser").get("/console/").status_code == 200
 
 
 def test_approving_in_the_console_queues_the_run_and_it_pays_once(reviewer_browser, reviewer, suspended, drain_runs):

@@ -1,5 +1,6 @@
-"""Fixtures of the API tests: a run started through the API waiting for a reviewer (the API clients are in
-tests/runs/conftest.py; the reviewer, outsider and their clients in tests/conftest.py)."""
+"""Fixtures of the API tests: a run started through the API waiting for a reviewer (the plain user and the API
+clients are in tests/runs/conftest.py; token_client, the reviewer, outsider and their clients in
+tests/conftest.py)."""
 
 from __future__ import annotations
 

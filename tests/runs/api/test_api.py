@@ -10,14 +10,13 @@ from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connections
 from django.test import AsyncClient
-from rest_framework.authtoken.models import Token
 from rest_framework.pagination import PageNumberPagination
 
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from runs.api.error_handler import api_exception_handler
 from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, UnknownAgent
 from runs.models import Run
-from runs.services.lifecycle import run_start
+from tests.factories import make_queued_run
 from tests.runs.api.hostile_bodies import fuzz
 
 pytestmark = pytest.mark.django_db
@@ -207,11 +206,6 @@ def test_start_with_a_body_over_one_mebibyte_answers_413_json(api_client):
     assert not Run.objects.exists()
 
 
-@pytest.fixture
-def api_token(api_user) -> str:
-    return Token.objects.create(user=api_user).key
-
-
 @pytest.mark.django_db(transaction=True)
 async def test_a_body_over_one_mebibyte_answers_413_over_asgi_too(api_token):
     # daphne serves the API through Django's ASGI handler, which buffers bodies differently from WSGI.
@@ -241,7 +235,7 @@ def test_start_without_credentials_is_refused(anonymous_client):
 
 
 def test_a_wrong_token_is_refused(anonymous_client):
-    run_start(agent="reimbursement", messages=[USER_MESSAGE], run_id="r-1")
+    make_queued_run("r-1")
     anonymous_client.credentials(HTTP_AUTHORIZATION="Token not-a-real-key")
     response = anonymous_client.get("/api/runs/")
     assert response.status_code == 401
@@ -258,7 +252,7 @@ def test_a_session_login_is_accepted(anonymous_client, api_user):
 
 def test_list_is_paginated_newest_first(api_client, api_user):
     for run_id in ("first", "second", "third"):
-        run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id=run_id)
+        make_queued_run(run_id, user=api_user)
     body = api_client.get("/api/runs/").json()
     assert set(body) == {"count", "next", "previous", "results"}
     assert body["count"] == 3
@@ -269,7 +263,7 @@ def test_list_pages_hold_page_size_runs(api_client, monkeypatch, api_user):
     # DRF reads PAGE_SIZE once, into the class attribute.
     monkeypatch.setattr(PageNumberPagination, "page_size", 2)
     for run_id in ("a", "b", "c"):
-        run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id=run_id)
+        make_queued_run(run_id, user=api_user)
     first = api_client.get("/api/runs/").json()
     second = api_client.get(first["next"]).json()
     assert [r["run_id"] for r in first["results"]] + [r["run_id"] for r in second["results"]] == ["c", "b", "a"]
@@ -277,16 +271,16 @@ def test_list_pages_hold_page_size_runs(api_client, monkeypatch, api_user):
 
 
 def test_list_filters_by_status(api_client, api_user):
-    run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id="queued-one")
-    run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id="failed-one")
+    make_queued_run("queued-one", user=api_user)
+    make_queued_run("failed-one", user=api_user)
     Run.objects.filter(run_id="failed-one").update(status=Run.Status.FAILED)
     body = api_client.get("/api/runs/", {"status": "failed"}).json()
     assert [run["run_id"] for run in body["results"]] == ["failed-one"]
 
 
 def test_list_filters_by_agent(api_client, api_user):
-    run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id="pay")
-    run_start(user=api_user, agent="coder", messages=[USER_MESSAGE], run_id="code")
+    make_queued_run("pay", user=api_user)
+    make_queued_run("code", agent="coder", user=api_user)
     body = api_client.get("/api/runs/", {"agent": "coder"}).json()
     assert [run["run_id"] for run in body["results"]] == ["code"]
 
@@ -302,14 +296,14 @@ def test_list_with_a_nul_byte_in_a_filter_answers_400(api_client):
 
 
 def test_list_rows_are_the_light_representation(api_client, api_user):
-    run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id="r-1")
+    make_queued_run("r-1", user=api_user)
     row = api_client.get("/api/runs/").json()["results"][0]
     assert row["status_display"] == "Queued"
     assert "legs" not in row and "pending_approvals" not in row
 
 
 def test_detail_shows_the_run_and_a_people_facing_status(api_client, api_user):
-    run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id="r-1")
+    make_queued_run("r-1", user=api_user)
     Run.objects.filter(run_id="r-1").update(status=Run.Status.SUSPENDED)
     body = api_client.get("/api/runs/r-1/").json()
     assert (body["run_id"], body["status"], body["status_display"]) == ("r-1", "suspended", "Waiting for review")
@@ -340,7 +334,7 @@ def test_detail_after_a_leg_lists_the_leg_with_its_owner_epoch(api_client, drain
 
 
 def test_cancel_a_queued_run_answers_200_cancelled(api_client, api_user):
-    run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id="r-1")
+    make_queued_run("r-1", user=api_user)
     response = api_client.post("/api/runs/r-1/cancel/")
     assert response.status_code == 200
     assert response.json()["status"] == "cancelled"
@@ -348,7 +342,7 @@ def test_cancel_a_queued_run_answers_200_cancelled(api_client, api_user):
 
 
 def test_cancel_a_cancelled_run_answers_409(api_client, api_user):
-    run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id="r-1")
+    make_queued_run("r-1", user=api_user)
     api_client.post("/api/runs/r-1/cancel/")
     response = api_client.post("/api/runs/r-1/cancel/")
     assert response.status_code == 409
@@ -360,7 +354,7 @@ def test_cancel_an_unknown_run_answers_404(api_client):
 
 
 def test_cancel_without_credentials_is_refused(anonymous_client):
-    run_start(agent="reimbursement", messages=[USER_MESSAGE], run_id="r-1")
+    make_queued_run("r-1")
     assert anonymous_client.post("/api/runs/r-1/cancel/").status_code == 401
     assert Run.objects.get(run_id="r-1").status == Run.Status.QUEUED
 
@@ -393,19 +387,15 @@ def test_checkpoints_are_agent_checkpoints_oldest_first(api_client, drain_runs):
 @pytest.mark.django_db(transaction=True)
 def test_checkpoint_messages_render_bytes_as_base64(api_client, drain_runs, api_user):
     image = {"type": "image", "data": b"\x89PNG\x00", "media_type": "image/png"}
-    run_start(
-        user=api_user,
-        agent="reimbursement",
-        messages=[{"role": "user", "content": [{"type": "text", "text": "Reimburse exp-1042"}, image]}],
-        run_id="r-1",
-    )
+    make_queued_run("r-1", user=api_user,
+                    messages=[{"role": "user", "content": [{"type": "text", "text": "Reimburse exp-1042"}, image]}])
     drain_runs()
     first = api_client.get("/api/runs/r-1/checkpoints/").json()["results"][0]
     assert first["messages"][0]["content"][1]["data"] == {"$bytes": "iVBORwA="}
 
 
 def test_checkpoints_of_a_run_without_any_is_an_empty_page(api_client, api_user):
-    run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id="r-1")
+    make_queued_run("r-1", user=api_user)
     assert api_client.get("/api/runs/r-1/checkpoints/").json()["results"] == []
 
 
@@ -415,7 +405,7 @@ def test_checkpoints_of_an_unknown_run_answers_404(api_client):
 
 def test_input_messages_with_bytes_render_as_base64(api_client, api_user):
     image = {"type": "image", "data": b"\x00\xff", "media_type": "image/png"}
-    run_start(user=api_user, agent="reimbursement", messages=[{"role": "user", "content": [image]}], run_id="r-1")
+    make_queued_run("r-1", user=api_user, messages=[{"role": "user", "content": [image]}])
     body = api_client.get("/api/runs/r-1/").json()
     assert body["input_messages"][0]["content"][0]["data"] == {"$bytes": "AP8="}
 
@@ -452,7 +442,7 @@ def test_schema_documents_the_start_request_body(anonymous_client):
              "/api/runs/r-1/approvals/a-1/"],
 )
 def test_every_endpoint_answers_browsers_and_other_methods_without_a_500(api_client, path, method, api_user):
-    run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id="r-1")
+    make_queued_run("r-1", user=api_user)
     api_client.raise_request_exception = False
     response = getattr(api_client, method)(path, HTTP_ACCEPT="text/html")
     assert response.status_code < 500
@@ -469,7 +459,7 @@ def test_hostile_bodies_never_make_the_start_endpoint_answer_500(api_client):
 
 
 def test_hostile_bodies_never_make_the_cancel_endpoint_answer_500(api_client, api_user):
-    run_start(user=api_user, agent="reimbursement", messages=[USER_MESSAGE], run_id="r-1")
+    make_queued_run("r-1", user=api_user)
     assert fuzz(api_client, "/api/runs/r-1/cancel/") == []
 
 

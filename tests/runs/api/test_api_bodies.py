@@ -9,19 +9,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 from django.db import connections
-from rest_framework.authtoken.models import Token
 
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 USER_MESSAGE = {"role": "user", "content": "Please reimburse exp-1042."}
-
-
-@pytest.fixture
-async def api_token(django_user_model) -> str:
-    user = await django_user_model.objects.acreate_user(username="ada", password="not-used")
-    return (await Token.objects.acreate(user=user)).key
 
 
 async def post_chunked(path: str, chunks: list[bytes], *, token: str) -> tuple[int, dict]:

@@ -14,9 +14,10 @@ import pytest
 import schemathesis
 from asgiref.sync import sync_to_async
 from django.db import connections
-from rest_framework.authtoken.models import Token
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import Status, events, from_schema
+
+from tests.factories import make_user, token_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,11 +69,10 @@ def failures_of(stream) -> list[str]:
     return sorted(found.values())
 
 
-def test_every_answer_of_the_api_conforms_to_its_openapi_document(django_user_model):
+def test_every_answer_of_the_api_conforms_to_its_openapi_document():
     from deuz_project.asgi import application
 
-    user = django_user_model.objects.create_user(username="fuzz", password="not-used")
-    token = Token.objects.create(user=user).key
+    token = token_of(make_user("fuzz"))
     schema = schemathesis.openapi.from_asgi("/api/schema/", application, config=conformance_config(token))
     try:
         failures = failures_of(from_schema(schema).execute())

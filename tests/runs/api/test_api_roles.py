@@ -3,58 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, Permission
 
-from approvals.roles import REVIEWERS_GROUP, ROLE_PERMISSIONS, SUPPORT_GROUP
+from approvals.roles import SUPPORT_GROUP
 from runs.models import Run
-from runs.services.lifecycle import run_start
+from tests.factories import make_queued_run, make_suspended_run, make_user
 
 pytestmark = pytest.mark.django_db
 
-USER_MESSAGE = {"role": "user", "content": "Please reimburse exp-1042."}
-
-
-def role_group(name: str) -> Group:
-    """The role's group as the migration makes it; a transactional test's flush deletes it, so it is remade."""
-    group, _ = Group.objects.get_or_create(name=name)
-    for code in ROLE_PERMISSIONS[name]:
-        app_label, codename = code.split(".")
-        group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    return group
-
 
 @pytest.fixture
-def make_user(django_user_model):
-    def make(username: str, *groups: str, **extra):
-        user = django_user_model.objects.create_user(username=username, password="not-used", **extra)
-        user.groups.add(*(role_group(name) for name in groups))
-        return user
-
-    return make
-
-
-@pytest.fixture
-def owner(make_user):
-    return make_user("olga")
-
-
-@pytest.fixture
-def other(make_user):
+def other(db):
     return make_user("otto")
 
 
 @pytest.fixture
-def support(make_user):
+def support(db):
     return make_user("sue", SUPPORT_GROUP)
-
-
-@pytest.fixture
-def reviewer(make_user):
-    return make_user("rita", REVIEWERS_GROUP)
-
-
-def start(user, run_id: str) -> Run:
-    return run_start(agent="reimbursement", messages=[USER_MESSAGE], run_id=run_id, user=user)
 
 
 def listed(client, **filters) -> list[str]:
@@ -67,30 +31,30 @@ def listed(client, **filters) -> list[str]:
 
 
 def test_a_user_lists_only_their_own_runs(token_client, owner, other):
-    start(owner, "mine")
-    start(other, "theirs")
+    make_queued_run("mine", user=owner)
+    make_queued_run("theirs", user=other)
     assert listed(token_client(owner)) == ["mine"]
 
 
 def test_support_lists_every_run(token_client, owner, other, support):
-    start(owner, "a")
-    start(other, "b")
+    make_queued_run("a", user=owner)
+    make_queued_run("b", user=other)
     assert listed(token_client(support)) == ["b", "a"]
 
 
 def test_created_by_narrows_the_list_to_one_creator(token_client, owner, other, support):
-    start(owner, "a")
-    start(other, "b")
+    make_queued_run("a", user=owner)
+    make_queued_run("b", user=other)
     assert listed(token_client(support), created_by="otto") == ["b"]
 
 
 def test_created_by_never_shows_a_plain_user_anothers_runs(token_client, owner, other):
-    start(other, "theirs")
+    make_queued_run("theirs", user=other)
     assert listed(token_client(owner), created_by="otto") == []
 
 
 def test_another_users_run_is_a_404_like_an_unknown_one(token_client, owner, other):
-    start(other, "theirs")
+    make_queued_run("theirs", user=other)
     client = token_client(owner)
     response = client.get("/api/runs/theirs/")
     unknown = client.get("/api/runs/nowhere/")
@@ -99,18 +63,18 @@ def test_another_users_run_is_a_404_like_an_unknown_one(token_client, owner, oth
 
 
 def test_another_users_checkpoints_are_a_404(token_client, owner, other):
-    start(other, "theirs")
+    make_queued_run("theirs", user=other)
     assert token_client(owner).get("/api/runs/theirs/checkpoints/").status_code == 404
 
 
 def test_support_reads_another_users_run_and_its_creator(token_client, owner, support):
-    start(owner, "a")
+    make_queued_run("a", user=owner)
     body = token_client(support).get("/api/runs/a/").json()
     assert (body["run_id"], body["created_by"]) == ("a", "olga")
 
 
 def test_support_reads_another_users_checkpoints(token_client, owner, support):
-    start(owner, "a")
+    make_queued_run("a", user=owner)
     assert token_client(support).get("/api/runs/a/checkpoints/").status_code == 200
 
 
@@ -118,27 +82,27 @@ def test_support_reads_another_users_checkpoints(token_client, owner, support):
 
 
 def test_the_owner_cancels_their_run(token_client, owner):
-    start(owner, "mine")
+    make_queued_run("mine", user=owner)
     assert token_client(owner).post("/api/runs/mine/cancel/").status_code == 200
     assert Run.objects.get(run_id="mine").status == Run.Status.CANCELLED
 
 
 def test_cancelling_a_run_one_may_not_read_is_a_404_and_changes_nothing(token_client, owner, other):
-    start(other, "theirs")
+    make_queued_run("theirs", user=other)
     assert token_client(owner).post("/api/runs/theirs/cancel/").status_code == 404
     assert Run.objects.get(run_id="theirs").status == Run.Status.QUEUED
 
 
 def test_support_may_read_but_not_cancel_anothers_run_so_it_is_a_403(token_client, owner, support):
-    start(owner, "a")
+    make_queued_run("a", user=owner)
     response = token_client(support).post("/api/runs/a/cancel/")
     assert response.status_code == 403
     assert "runs.cancel_every_run" in response.json()["detail"]
     assert Run.objects.get(run_id="a").status == Run.Status.QUEUED
 
 
-def test_a_superuser_cancels_anyones_run(token_client, owner, make_user):
-    start(owner, "a")
+def test_a_superuser_cancels_anyones_run(token_client, owner):
+    make_queued_run("a", user=owner)
     root = make_user("root", is_superuser=True)
     assert token_client(root).post("/api/runs/a/cancel/").status_code == 200
 
@@ -149,10 +113,7 @@ def test_a_superuser_cancels_anyones_run(token_client, owner, make_user):
 @pytest.fixture
 def suspended(owner, drain_runs):
     """A reimbursement run of the owner's, waiting for a reviewer."""
-    start(owner, "r-1")
-    drain_runs()
-    assert Run.objects.get(run_id="r-1").status == Run.Status.SUSPENDED
-    return "r-1"
+    return make_suspended_run(drain_runs, "r-1", user=owner).run.run_id
 
 
 @pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runs.services.lifecycle import run_start
+from tests.factories import make_queued_run
 
 SCHEMA_ACCEPT = "application/vnd.oai.openapi+json"
 
@@ -135,7 +135,7 @@ def test_optional_query_values_document_that_empty_means_absent(schema, path, na
 @pytest.fixture
 def own_runs(api_user):
     for run_id in ("a", "b"):
-        run_start(user=api_user, agent="reimbursement", messages=[{"role": "user", "content": "hi"}], run_id=run_id)
+        make_queued_run(run_id, user=api_user)
 
 
 @pytest.mark.django_db

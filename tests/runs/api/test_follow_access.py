@@ -7,23 +7,16 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from approvals.models import ApprovalRequest
-from tests.streams import follow, person, reimburse, token_header, token_of, ws_follow
+from tests.factories import make_suspended_run, make_user, token_of
+from tests.streams import follow, token_header, ws_follow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def owner():
-    return person("olive")
-
-
-@pytest.fixture
 def suspended(drain_runs, owner):
-    """Olive's run, waiting for the approval of its payment."""
-    reimburse("access-1", user=owner)
-    drain_runs()
-    return ApprovalRequest.objects.get(run__run_id="access-1")
+    """The owner's run, waiting for the approval of its payment."""
+    return make_suspended_run(drain_runs, "access-1", user=owner)
 
 
 def approvals_in(events: list[dict]) -> list[dict]:
@@ -48,26 +41,26 @@ def test_the_owner_follows_their_run(suspended, owner):
 
 
 def test_a_stranger_is_told_the_run_does_not_exist(suspended):
-    stranger = session_get(person("sam"), "/api/runs/access-1/events/")
-    unknown = session_get(person("una"), "/api/runs/no-such-run/events/")
+    stranger = session_get(make_user("sam"), "/api/runs/access-1/events/")
+    unknown = session_get(make_user("una"), "/api/runs/no-such-run/events/")
     assert (stranger.status_code, stranger.json()) == (404, {"detail": "No run 'access-1'."})
     assert unknown.status_code == 404 and set(stranger.json()) == set(unknown.json())
 
 
 def test_support_follows_every_run(suspended):
-    assert follow(person("sue", "support"), "access-1")[-1]["data"] == "[DONE]"
+    assert follow(make_user("sue", "support"), "access-1")[-1]["data"] == "[DONE]"
 
 
 def test_a_reviewer_follows_every_run(suspended):
-    assert follow(person("rita", "reviewers"), "access-1")[-1]["data"] == "[DONE]"
+    assert follow(make_user("rita", "reviewers"), "access-1")[-1]["data"] == "[DONE]"
 
 
 def test_a_stranger_s_websocket_is_closed_as_for_an_unknown_run(suspended):
-    assert ws_follow("/ws/runs/access-1/", headers=[token_header(person("sam"))]) == ([], 4404)
+    assert ws_follow("/ws/runs/access-1/", headers=[token_header(make_user("sam"))]) == ([], 4404)
 
 
 def test_support_s_websocket_follows_every_run(suspended):
-    received, code = ws_follow("/ws/runs/access-1/", headers=[token_header(person("sue", "support"))])
+    received, code = ws_follow("/ws/runs/access-1/", headers=[token_header(make_user("sue", "support"))])
     assert received[-1] == {"done": True} and code == 1000
 
 
@@ -80,23 +73,23 @@ def test_the_owner_gets_the_approval_request_without_its_token(suspended, owner)
 
 
 def test_support_gets_the_approval_request_without_its_token(suspended):
-    (approval,) = approvals_in(follow(person("sue", "support"), "access-1"))
+    (approval,) = approvals_in(follow(make_user("sue", "support"), "access-1"))
     assert approval["tool_name"] == "pay_expense" and "token" not in approval
 
 
 def test_a_reviewer_gets_the_approval_token(suspended):
-    (approval,) = approvals_in(follow(person("rita", "reviewers"), "access-1"))
+    (approval,) = approvals_in(follow(make_user("rita", "reviewers"), "access-1"))
     assert approval["token"] == suspended.token
 
 
 def test_a_websocket_strips_the_token_for_support(suspended):
-    received, _ = ws_follow("/ws/runs/access-1/", headers=[token_header(person("sue", "support"))])
+    received, _ = ws_follow("/ws/runs/access-1/", headers=[token_header(make_user("sue", "support"))])
     (approval,) = ws_approvals_in(received)
     assert approval["tool_name"] == "pay_expense" and "token" not in approval
 
 
 def test_a_websocket_carries_the_token_to_a_reviewer(suspended):
-    received, _ = ws_follow("/ws/runs/access-1/", headers=[token_header(person("rita", "reviewers"))])
+    received, _ = ws_follow("/ws/runs/access-1/", headers=[token_header(make_user("rita", "reviewers"))])
     assert [approval["token"] for approval in ws_approvals_in(received)] == [suspended.token]
 
 
@@ -115,7 +108,7 @@ def test_a_token_that_does_not_verify_is_a_401_by_drf_s_rules(suspended):
 
 
 def test_an_inactive_user_s_token_is_a_401(suspended):
-    sam = person("sam")
+    sam = make_user("sam")
     header = f"Token {token_of(sam)}"
     sam.is_active = False
     sam.save()
@@ -131,7 +124,7 @@ def test_a_session_authenticates_the_event_stream(suspended, owner):
 
 def test_a_token_for_another_user_takes_precedence_over_the_session(suspended, owner):
     # As on the REST API: the token is DRF's first authentication class.
-    response = session_get(owner, "/api/runs/access-1/events/", Authorization=f"Token {token_of(person('sam'))}")
+    response = session_get(owner, "/api/runs/access-1/events/", Authorization=f"Token {token_of(make_user('sam'))}")
     assert response.status_code == 404
 
 
@@ -139,7 +132,7 @@ def test_a_websocket_token_for_another_user_takes_precedence_over_the_session(su
     client = Client()
     client.force_login(owner)
     cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
-    assert ws_follow("/ws/runs/access-1/", headers=[cookie, token_header(person("sam"))]) == ([], 4404)
+    assert ws_follow("/ws/runs/access-1/", headers=[cookie, token_header(make_user("sam"))]) == ([], 4404)
 
 
 # Over HTTP a NUL in a credential is refused at the edge (400, tests/test_hostile_input.py), before any lookup.

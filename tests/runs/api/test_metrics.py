@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from runs.models import Effect, EffectTransition, Run
+from runs.models import Effect, EffectTransition
+from tests.factories import make_run, make_suspended_run, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +29,7 @@ def test_a_clean_payment_counts_no_duplicate_and_no_unknown_outcome(approved_run
 
 
 def test_an_operation_whose_tool_committed_twice_counts_as_a_duplicate(reviewer_client):
-    run = Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]")
+    run = make_run("r1")
     effect = Effect.objects.create(run=run, operation_id="r1:c1", tool_call_id="c1", tool_name="pay",
                                    fingerprint="f" * 64, request={}, status="committed", owner_epoch=2)
     for epoch in (1, 2):
@@ -39,7 +39,7 @@ def test_an_operation_whose_tool_committed_twice_counts_as_a_duplicate(reviewer_
 
 
 def test_the_same_request_committed_under_two_operations_counts_as_a_duplicate(reviewer_client):
-    run = Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]")
+    run = make_run("r1")
     for call in ("c1", "c2"):
         Effect.objects.create(run=run, operation_id=f"r1:{call}", tool_call_id=call, tool_name="pay",
                               fingerprint="f" * 64, request={}, status="verified", owner_epoch=1)
@@ -68,10 +68,7 @@ def test_a_resolution_counts_as_a_manual_reconciliation_and_a_recovery(needs_rev
 
 
 def test_a_request_past_its_expiry_counts_as_an_expired_approval(drain_runs, reviewer_client):
-    from tests.runs.conftest import reimburse
-
-    reimburse("r-wait")
-    drain_runs()
+    make_suspended_run(drain_runs, "r-wait")
     ApprovalRequest.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     assert metrics(reviewer_client)["expired_approvals"] == 1
 
@@ -83,10 +80,8 @@ def test_the_stop_switches_that_are_on_are_listed(reviewer_client):
     assert [(s["agent"], s["reason"]) for s in metrics(reviewer_client)["effects_stopped"]] == [("coder", "incident")]
 
 
-def test_support_reads_the_measures(django_user_model, client):
-    user = django_user_model.objects.create_user(username="sam")
-    user.user_permissions.add(Permission.objects.get(codename="view_every_run"))
-    client.force_login(user)
+def test_support_reads_the_measures(client):
+    client.force_login(make_user("sam", permissions=["view_every_run"]))
     assert client.get("/api/metrics/").status_code == 200
 
 

@@ -12,7 +12,8 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, approval_requests_withdraw
 from runs.api.pages_socket import LivePagesConsumer
 from runs.models import Run
-from runs.services.lifecycle import run_cancel, run_start
+from runs.services.lifecycle import run_cancel
+from tests.factories import make_queued_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -172,8 +173,7 @@ def test_run_start_still_works_when_the_layer_is_broken(settings, users):
 
     channel_layers.backends.clear()
     try:
-        run = run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1"}], run_id="r6",
-                        user=users["owner"])
+        run = make_queued_run("r6", user=users["owner"])
     finally:
         channel_layers.backends.clear()
     assert Run.objects.get(pk=run.pk).status == "queued"

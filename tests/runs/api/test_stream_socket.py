@@ -7,57 +7,38 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
 from deuz_project.asgi import application
-from runs.wire.groups import run_stream_group
 from runs.models import JournalEntry
-from tests.streams import ORIGIN, reimburse, ws_follow
+from runs.wire.groups import run_stream_group
+from tests.factories import make_suspended_run, verdict
+from tests.streams import ORIGIN, token_header, ws_follow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def owner():
-    return get_user_model().objects.create_user("ws-user", password="x")
-
-
-@pytest.fixture
-def token(owner):
-    return Token.objects.create(user=owner).key
+def auth(owner):
+    """The owner's `Authorization: Token KEY` header."""
+    return token_header(owner)
 
 
 @pytest.fixture
 def suspended(drain_runs, owner):
-    reimburse("ws-1", user=owner)
-    drain_runs()
+    """The last seq of the owner's run ws-1, which waits for its payment's approval."""
+    make_suspended_run(drain_runs, "ws-1", user=owner)
     return JournalEntry.objects.filter(run__run_id="ws-1", is_sentinel=False).count() - 1
 
 
-async def frames(token, path, limit=500):
-    communicator = WebsocketCommunicator(application, path, headers=[ORIGIN, (b"authorization", f"Token {token}".encode())])
-    connected, _ = await communicator.connect()
-    received = []
-    if connected:
-        while len(received) < limit:
-            frame = await communicator.receive_json_from(timeout=10)
-            received.append(frame)
-            if frame.get("done"):
-                break
-    await communicator.disconnect()
-    return connected, received
+def test_frames_replay_the_journal_from_the_cursor(suspended, auth):
+    received, code = ws_follow("/ws/runs/ws-1/?cursor=5", headers=[auth])
+    assert [f["seq"] for f in received[:-1]] == list(range(6, suspended + 1)) and received[-1] == {"done": True}
+    assert code == 1000
 
 
-def test_frames_replay_the_journal_from_the_cursor(suspended, token):
-    connected, received = async_to_sync(frames)(token, "/ws/runs/ws-1/?cursor=5")
-    assert connected and [f["seq"] for f in received[:-1]] == list(range(6, suspended + 1)) and received[-1] == {"done": True}
-
-
-def test_frames_carry_the_parts(suspended, token):
-    _, received = async_to_sync(frames)(token, "/ws/runs/ws-1/")
+def test_frames_carry_the_parts(suspended, auth):
+    received, _ = ws_follow("/ws/runs/ws-1/", headers=[auth])
     assert received[0] == {"seq": 0, "part": {"type": "start", "run_id": "ws-1"}}
 
 
@@ -77,19 +58,18 @@ def test_the_session_cookie_opens_the_socket(suspended, owner, client):
     assert received[0]["seq"] == 0 and received[-1] == {"done": True} and code == 1000
 
 
-def test_an_unknown_run_is_closed_with_4404(token):
-    assert ws_follow("/ws/runs/nobody/", headers=[(b"authorization", f"Token {token}".encode())]) == ([], 4404)
+def test_an_unknown_run_is_closed_with_4404(auth):
+    assert ws_follow("/ws/runs/nobody/", headers=[auth]) == ([], 4404)
 
 
 @pytest.mark.parametrize("run_id", ["%00", "a%00b", "x" * 201, "a%20b"])
-def test_a_run_id_no_run_can_have_is_closed_with_4404(token, run_id):
-    assert ws_follow(f"/ws/runs/{run_id}/", headers=[(b"authorization", f"Token {token}".encode())]) == ([], 4404)
+def test_a_run_id_no_run_can_have_is_closed_with_4404(auth, run_id):
+    assert ws_follow(f"/ws/runs/{run_id}/", headers=[auth]) == ([], 4404)
 
 
 @pytest.mark.parametrize("cursor", ["abc", "-2", "%00", "9" * 19])
-def test_a_cursor_that_is_no_seq_is_closed_with_4400(suspended, token, cursor):
-    headers = [(b"authorization", f"Token {token}".encode())]
-    assert ws_follow(f"/ws/runs/ws-1/?cursor={cursor}", headers=headers) == ([], 4400)
+def test_a_cursor_that_is_no_seq_is_closed_with_4400(suspended, auth, cursor):
+    assert ws_follow(f"/ws/runs/ws-1/?cursor={cursor}", headers=[auth]) == ([], 4400)
 
 
 @pytest.mark.parametrize("path", ["/ws/nope/", "/ws/runs/a/b/", "/ws/runs/", "/", "/ws/runs/a/b/c/%00/"])
@@ -98,10 +78,9 @@ def test_an_unknown_websocket_path_is_closed_with_4404(path, caplog):
     assert not [record for record in caplog.records if record.levelname in ("ERROR", "CRITICAL")]
 
 
-def test_the_consumer_tails_a_verdict_leg_past_the_suspension(suspended, token, drain_runs):
+def test_the_consumer_tails_a_verdict_leg_past_the_suspension(suspended, auth, drain_runs):
     """Connect while the run is queued for its verdict leg; the leg's parts arrive, woken via the layer."""
-    request = ApprovalRequest.objects.get(run__run_id="ws-1")
-    approval_decide(run_id="ws-1", approval_id=request.approval_id, approved=True, token=request.token, user=None)
+    verdict(ApprovalRequest.objects.get(run__run_id="ws-1"))
 
     async def follow_while_the_leg_runs():
         import asyncio
@@ -109,7 +88,7 @@ def test_the_consumer_tails_a_verdict_leg_past_the_suspension(suspended, token, 
         from asgiref.sync import sync_to_async
 
         communicator = WebsocketCommunicator(application, f"/ws/runs/ws-1/?cursor={suspended}",
-                                             headers=[ORIGIN, (b"authorization", f"Token {token}".encode())])
+                                             headers=[ORIGIN, auth])
         await communicator.connect()
         def drain_on_its_own_thread():
             from django.db import connections

@@ -24,6 +24,11 @@ def decide(client, run_id: str, request: dict, *, approved: bool = True, token: 
     return client.post(verdict_path(run_id, request["approval_id"]), body, format="json")
 
 
+def status_of(request: dict) -> str:
+    """The stored status of the approval request ``request`` (as the API showed it)."""
+    return ApprovalRequest.objects.get(approval_id=request["approval_id"]).status
+
+
 def pending_of(run: dict) -> dict:
     (request,) = run["pending_approvals"]
     return request
@@ -70,7 +75,7 @@ def test_an_approved_run_completes_with_one_committed_payment(start_suspended, r
     assert [(e["tool_name"], e["status"]) for e in run["effects"]] == [("pay_expense", "verified")]
     assert run["pending_approvals"] == []
     assert [leg["kind"] for leg in run["legs"]] == ["start", "verdict"]
-    assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.USED
+    assert status_of(request) == ApprovalRequest.Status.USED
     assert SandboxPayment.objects.count() == 1
 
 
@@ -89,7 +94,7 @@ def test_deciding_the_same_approval_twice_answers_409(start_suspended, reviewer_
     decide(reviewer_client, "r-1", request, approved=True)
     response = decide(reviewer_client, "r-1", request, approved=False)
     assert response.status_code == 409
-    assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.APPROVED
+    assert status_of(request) == ApprovalRequest.Status.APPROVED
 
 
 def test_a_denied_payment_is_not_made_and_the_run_completes(start_suspended, reviewer_client, drain_runs):
@@ -133,7 +138,7 @@ def test_a_garbled_token_answers_400(start_suspended, reviewer_client):
     request = pending_of(start_suspended("r-1"))
     response = decide(reviewer_client, "r-1", request, token=request["token"][:-2] + "xx")
     assert response.status_code == 400
-    assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.PENDING
+    assert status_of(request) == ApprovalRequest.Status.PENDING
 
 
 def test_a_token_of_another_run_answers_400(start_suspended, reviewer_client, drain_runs):
@@ -143,7 +148,7 @@ def test_a_token_of_another_run_answers_400(start_suspended, reviewer_client, dr
     assert response.status_code == 400
     drain_runs()
     assert Run.objects.get(run_id="run-b").status == Run.Status.SUSPENDED
-    assert ApprovalRequest.objects.get(approval_id=request_b["approval_id"]).status == ApprovalRequest.Status.PENDING
+    assert status_of(request_b) == ApprovalRequest.Status.PENDING
 
 
 def test_a_token_posted_to_another_runs_path_answers_400(start_suspended, reviewer_client):
@@ -154,26 +159,22 @@ def test_a_token_posted_to_another_runs_path_answers_400(start_suspended, review
         verdict_path("run-b", request_a["approval_id"]), {"approved": True, "token": request_a["token"]}, format="json"
     )
     assert response.status_code in (400, 404)
-    assert ApprovalRequest.objects.get(approval_id=request_a["approval_id"]).status == ApprovalRequest.Status.PENDING
+    assert status_of(request_a) == ApprovalRequest.Status.PENDING
 
 
-def test_an_outsider_without_the_reviewer_permission_gets_403(start_suspended, outsider_client):
-    request = pending_of(start_suspended("r-1"))
-    response = decide(outsider_client, "r-1", request)
-    assert response.status_code == 403
-    assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.PENDING
+@pytest.mark.parametrize(("client", "refused_with"), [("outsider_client", 403), ("anonymous_client", 401)],
+                         ids=["signed-in-without-the-reviewer-permission", "anonymous"])
+def test_a_verdict_from_who_may_not_decide_is_refused_and_decides_nothing(start_suspended, request, client,
+                                                                          refused_with):
+    pending = pending_of(start_suspended("r-1"))
+    assert decide(request.getfixturevalue(client), "r-1", pending).status_code == refused_with
+    assert status_of(pending) == ApprovalRequest.Status.PENDING
 
 
 def test_an_outsider_is_told_another_users_run_does_not_exist(start_suspended, outsider_client):
     start_suspended("r-1")
     response = outsider_client.get("/api/runs/r-1/")
     assert (response.status_code, response.json()["detail"]) == (404, "No run 'r-1'.")
-
-
-def test_an_anonymous_verdict_is_refused(start_suspended, anonymous_client):
-    request = pending_of(start_suspended("r-1"))
-    assert decide(anonymous_client, "r-1", request).status_code == 401
-    assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.PENDING
 
 
 def test_a_verdict_for_an_unknown_approval_answers_404(start_suspended, reviewer_client):
@@ -183,18 +184,11 @@ def test_a_verdict_for_an_unknown_approval_answers_404(start_suspended, reviewer
     assert response.status_code == 404
 
 
-def test_a_verdict_needs_a_boolean_approved(start_suspended, reviewer_client):
-    request = pending_of(start_suspended("r-1"))
-    response = decide(reviewer_client, "r-1", request, approved="yes")
-    assert response.status_code == 400
-    assert "approved" in response.json()
-
-
-def test_a_reason_over_2000_characters_answers_400(start_suspended, reviewer_client):
-    request = pending_of(start_suspended("r-1"))
-    response = decide(reviewer_client, "r-1", request, reason="x" * 2001)
-    assert response.status_code == 400
-    assert "reason" in response.json()
+@pytest.mark.parametrize(("fields", "field"), [({"approved": "yes"}, "approved"), ({"reason": "x" * 2001}, "reason")],
+                         ids=["approved-not-a-boolean", "reason-over-2000-characters"])
+def test_a_malformed_verdict_answers_400_naming_the_field(start_suspended, reviewer_client, fields, field):
+    response = decide(reviewer_client, "r-1", pending_of(start_suspended("r-1")), **fields)
+    assert (response.status_code, field in response.json()) == (400, True)
 
 
 def test_an_expired_request_answers_409_and_stays_expired(start_suspended, reviewer_client):
@@ -202,7 +196,7 @@ def test_an_expired_request_answers_409_and_stays_expired(start_suspended, revie
     ApprovalRequest.objects.filter(approval_id=request["approval_id"]).update(expires_at="2000-01-01T00:00:00Z")
     response = decide(reviewer_client, "r-1", request)
     assert response.status_code == 409
-    assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.EXPIRED
+    assert status_of(request) == ApprovalRequest.Status.EXPIRED
 
 
 # --------------------------------------------------------------------------- cancel
@@ -243,7 +237,7 @@ def test_cancelling_a_completed_run_answers_409(start_suspended, reviewer_client
 def test_hostile_verdict_bodies_never_answer_500_nor_decide(start_suspended, reviewer_client, drain_runs):
     request = pending_of(start_suspended("r-1"))
     assert fuzz(reviewer_client, verdict_path("r-1", request["approval_id"])) == []
-    assert ApprovalRequest.objects.get(approval_id=request["approval_id"]).status == ApprovalRequest.Status.PENDING
+    assert status_of(request) == ApprovalRequest.Status.PENDING
 
 
 # A NUL in the path answers 400 before any view (tests/test_hostile_input.py).

@@ -7,8 +7,9 @@ from asgiref.sync import async_to_sync
 from django.db import OperationalError
 
 from runs.execution import worker as worker_module
-from runs.stores.sessions import DatabaseSessionStore
 from runs.execution.worker import Worker
+from runs.stores.sessions import DatabaseSessionStore
+from tests.factories import make_queued_run
 
 
 @pytest.mark.django_db(transaction=True)
@@ -43,10 +44,9 @@ class UnreachableSessions:
 @pytest.mark.django_db(transaction=True)
 def test_a_leg_that_loses_its_store_puts_the_run_back_in_the_queue(settings, drain_runs):
     from runs.models import Run
-    from runs.services.lifecycle import run_start
 
     settings.DEUZ_STORES = {**settings.DEUZ_STORES, "sessions": {"BACKEND": "tests.runs.execution.test_worker.UnreachableSessions"}}
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="lost-store")
+    make_queued_run("lost-store")
     drain_runs(max_legs=1)
     run = Run.objects.get(run_id="lost-store")
     assert (run.status, run.finish_reason) == ("queued", "aborted") and "StoreUnavailableError" in run.error
@@ -65,11 +65,10 @@ class SuspensionRefusingSessions(DatabaseSessionStore):
 def test_a_suspension_that_could_not_be_stored_needs_review_instead_of_waiting(settings, drain_runs):
     from runs.execution.legs import SUSPENSION_NOT_STORED
     from runs.models import Run
-    from runs.services.lifecycle import run_start
 
     settings.DEUZ_STORES = {**settings.DEUZ_STORES,
                             "sessions": {"BACKEND": "tests.runs.execution.test_worker.SuspensionRefusingSessions"}}
-    run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id="unstored")
+    make_queued_run("unstored")
     drain_runs(max_legs=1)
     run = Run.objects.get(run_id="unstored")
     assert (run.status, run.error) == ("needs_review", SUSPENSION_NOT_STORED)

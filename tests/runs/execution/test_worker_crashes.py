@@ -7,11 +7,10 @@ import signal
 import pytest
 
 from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
 from demo.models import SandboxPayment
 from runs.models import Checkpoint, Effect, Leg, Run
-from runs.services.lifecycle import run_start
 from runs.stores.sessions import DatabaseSessionStore
+from tests.factories import make_queued_run, verdict
 from tests.processes import freeze_between_transactions, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,12 +26,8 @@ def epochs_and_steps(run_id: str) -> list[tuple[int, int, str]]:
     return list(Checkpoint.objects.filter(session_key=run_id).order_by("id").values_list("owner_epoch", "step_index", "status"))
 
 
-def reimburse(run_id: str) -> Run:
-    return run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
-
-
 def test_a_killed_workers_run_is_finished_by_another_with_no_step_lost_or_repeated(workers):
-    reimburse("crash-1")
+    make_queued_run("crash-1")
     first = workers("a", DEUZ_FAULT="after-step-checkpoint:1")
     assert first.wait_exit() == -signal.SIGKILL
     second = workers("b")
@@ -44,12 +39,11 @@ def test_a_killed_workers_run_is_finished_by_another_with_no_step_lost_or_repeat
 
 
 def test_a_payment_committed_before_a_crash_is_reconciled_not_repeated(workers):
-    reimburse("crash-2")
+    make_queued_run("crash-2")
     before = workers("a")
     wait_until(lambda: status("crash-2") == "suspended", what="the approval request")
     before.stop()
-    request = ApprovalRequest.objects.get(run__run_id="crash-2")
-    approval_decide(run_id="crash-2", approval_id=request.approval_id, approved=True, token=request.token, user=None)
+    verdict(ApprovalRequest.objects.get(run__run_id="crash-2"))
     dies = workers("b", DEUZ_FAULT="after-effect-commit")
     assert dies.wait_exit() == -signal.SIGKILL
     workers("c")
@@ -61,7 +55,7 @@ def test_a_payment_committed_before_a_crash_is_reconciled_not_repeated(workers):
 
 
 def test_a_stale_worker_woken_after_its_lease_has_every_write_rejected(workers):
-    reimburse("stale-1")
+    make_queued_run("stale-1")
     stale = workers("stale", DEUZ_DEMO_DELAY_MS="150")
     wait_until(lambda: Checkpoint.objects.filter(session_key="stale-1").exists(), what="the first checkpoint")
     freeze_between_transactions(stale, "stale-1")
@@ -81,7 +75,7 @@ def test_a_stale_worker_woken_after_its_lease_has_every_write_rejected(workers):
 def test_cancelling_a_running_run_stops_it_before_its_next_model_call(workers):
     from runs.services.lifecycle import run_cancel
 
-    run_start(agent="coder", messages=[{"role": "user", "content": "Fix the failing test"}], run_id="cancel-1")
+    make_queued_run("cancel-1", agent="coder")
     workers("slow", DEUZ_DEMO_DELAY_MS="300")
     wait_until(lambda: status("cancel-1") == "running", what="the worker to claim the run")
     run_cancel(run_id="cancel-1")

@@ -7,21 +7,20 @@ once and ``drain_runs`` runs every leg, unless the provider's retry-after asks f
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from runs.execution.legs import leg_secrets
 from runs.models import JournalEntry, Run
 from runs.presenters.state import run_people_state
 from runs.presenters.timeline import run_step_list
-from runs.services.lifecycle import run_claim, run_start
+from runs.services.lifecycle import run_claim
+from tests.commands import runs_cli
+from tests.factories import make_queued_run, make_user
 from tests.runs.execution import recordings as rec
 from tests.runs.execution.conftest import ANTHROPIC_KEY
 from tests.runs.runtime.local_api import JSONReply
@@ -30,10 +29,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 RATE_LIMITED = JSONReply(429, rec.RATE_LIMITED_BODY)
 OVERLOADED = JSONReply(529, rec.OVERLOADED_BODY)
-
-
-def start(run_id: str, *, agent: str = "reimbursement", user=None) -> Run:
-    return run_start(agent=agent, messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id, user=user)
 
 
 def journal(run_id: str) -> list[str]:
@@ -51,7 +46,7 @@ def journal_parts(run_id: str, kind: str) -> list[dict]:
 def rate_limited_three_times(provider, drain_runs):
     """A run whose second model call is answered 429 three times, then succeeds; drained to its end."""
     api = provider(rec.LOOKUP, RATE_LIMITED, RATE_LIMITED, RATE_LIMITED, rec.ANSWER)
-    start("limited")
+    make_queued_run("limited")
     legs = drain_runs()
     return api, legs, Run.objects.get(run_id="limited")
 
@@ -120,12 +115,12 @@ def test_the_timeline_shows_each_retry(rate_limited_three_times):
 
 
 @pytest.fixture
-def retry_scheduled(provider, drain_runs, django_user_model):
+def retry_scheduled(provider, drain_runs):
     """A run whose first model call was answered 429 with retry-after: 30; it waits for its retry."""
-    owner = django_user_model.objects.create_user(username="ada", password="not-used")
+    owner = make_user("ada")
     provider(JSONReply(429, rec.RATE_LIMITED_BODY, headers={"retry-after": "30"}))
     before = timezone.now()
-    start("waiting", user=owner)
+    make_queued_run("waiting", user=owner)
     legs = drain_runs()
     return owner, before, legs, Run.objects.get(run_id="waiting")
 
@@ -137,18 +132,16 @@ def test_the_providers_retry_after_sets_when_the_run_is_retried(retry_scheduled)
 
 
 def test_a_queued_run_is_not_claimed_before_its_retry_at():
-    start("later")
+    make_queued_run("later")
     Run.objects.filter(run_id="later").update(retry_at=timezone.now() + timedelta(minutes=5), retry_attempt=1)
     assert run_claim(worker_id="w", run_id="later") == []
     Run.objects.filter(run_id="later").update(retry_at=timezone.now() - timedelta(seconds=1))
     assert [(claim.run_id, claim.kind) for claim in run_claim(worker_id="w")] == [("later", "retry")]
 
 
-def test_the_api_shows_the_scheduled_retry_with_its_reason(retry_scheduled):
+def test_the_api_shows_the_scheduled_retry_with_its_reason(retry_scheduled, token_client):
     owner, before, legs, run = retry_scheduled
-    client = APIClient()
-    client.force_authenticate(owner)
-    body = client.get("/api/runs/waiting/").json()
+    body = token_client(owner).get("/api/runs/waiting/").json()
     assert (body["status"], body["retry_attempt"], body["retry_limit"]) == ("queued", 1, 5)
     assert body["retry_at"] is not None
     assert body["error"].startswith("Retry scheduled at ") and ", attempt 1 of 5: The provider's rate limit" in body["error"]
@@ -165,9 +158,7 @@ def test_the_run_page_shows_the_scheduled_retry(retry_scheduled):
 
 
 def test_runs_show_prints_the_scheduled_retry(retry_scheduled):
-    out = io.StringIO()
-    call_command("runs", "show", "waiting", stdout=out)
-    why = next(line for line in out.getvalue().splitlines() if line.strip().startswith("Why:"))
+    why = next(line for line in runs_cli("show", "waiting").splitlines() if line.strip().startswith("Why:"))
     assert "Retry scheduled at " in why and "attempt 1 of 5" in why and "HTTP 429" in why
 
 
@@ -177,7 +168,7 @@ def test_runs_show_prints_the_scheduled_retry(retry_scheduled):
 def test_a_bad_key_fails_the_run_at_once_with_the_reason(provider, drain_runs, settings):
     settings.DEUZ_MODEL_MAX_RETRIES = 2  # the SDK's own retries leave a 401 alone too
     api = provider(JSONReply(401, rec.UNAUTHORIZED_BODY))
-    start("unauthorized")
+    make_queued_run("unauthorized")
     legs = drain_runs()
     run = Run.objects.get(run_id="unauthorized")
     assert (legs, len(api.requests), run.status, run.retry_attempt) == (1, 1, "failed", 0)
@@ -188,7 +179,7 @@ def test_a_bad_key_fails_the_run_at_once_with_the_reason(provider, drain_runs, s
 def test_a_run_fails_with_the_reason_once_its_retries_are_used_up(provider, drain_runs, settings):
     settings.DEUZ_MODEL_RETRY_ATTEMPTS = 2
     api = provider(rec.LOOKUP, OVERLOADED, OVERLOADED, OVERLOADED)
-    start("overloaded")
+    make_queued_run("overloaded")
     legs = drain_runs()
     run = Run.objects.get(run_id="overloaded")
     assert (legs, len(api.requests), run.status, run.finish_reason) == (3, 4, "failed", "error")
@@ -199,7 +190,7 @@ def test_a_run_fails_with_the_reason_once_its_retries_are_used_up(provider, drai
 def test_an_agents_own_policy_beats_the_settings(provider, drain_runs, settings):
     settings.DEUZ_AGENTS = {**settings.DEUZ_AGENTS, "impatient": "tests.runs.execution.agents.impatient_agent"}
     api = provider(RATE_LIMITED, RATE_LIMITED, rec.LOOKUP)
-    start("impatient", agent="impatient")
+    make_queued_run("impatient", agent="impatient")
     drain_runs()
     run = Run.objects.get(run_id="impatient")
     assert (len(api.requests), run.status) == (2, "failed")
@@ -209,16 +200,16 @@ def test_an_agents_own_policy_beats_the_settings(provider, drain_runs, settings)
 def test_an_operators_resume_counts_the_retries_afresh(provider, drain_runs, settings):
     settings.DEUZ_MODEL_RETRY_ATTEMPTS = 1
     provider(RATE_LIMITED, RATE_LIMITED, rec.LOOKUP, rec.ANSWER)
-    start("resumed")
+    make_queued_run("resumed")
     drain_runs()
     assert Run.objects.get(run_id="resumed").status == "failed"
-    call_command("runs", "resume", "resumed", stdout=io.StringIO())
+    runs_cli("resume", "resumed")
     drain_runs()
     assert Run.objects.get(run_id="resumed").status == "completed"
 
 
 def test_a_cancel_while_a_retry_waits_ends_the_run(retry_scheduled):
-    call_command("runs", "cancel", "waiting", stdout=io.StringIO())
+    runs_cli("cancel", "waiting")
     assert (Run.objects.get(run_id="waiting").status, run_claim(worker_id="w")) == ("cancelled", [])
 
 
@@ -228,7 +219,7 @@ def test_a_cancel_while_a_retry_waits_ends_the_run(retry_scheduled):
 def test_no_key_reaches_the_runs_error_or_its_journal(provider, drain_runs):
     provider(JSONReply(401, {"type": "error", "error": {"type": "authentication_error",
                                                         "message": f"invalid x-api-key {ANTHROPIC_KEY}"}}))
-    start("leaky")
+    make_queued_run("leaky")
     drain_runs()
     texts = [Run.objects.get(run_id="leaky").error, *(entry.part for entry in JournalEntry.objects.all())]
     assert not any(ANTHROPIC_KEY in text for text in texts)
@@ -241,7 +232,7 @@ def test_extra_model_header_values_are_secrets_of_a_leg(settings):
 
 def test_a_retry_of_the_first_step_opens_with_one_recovery_at_step_0(provider, drain_runs):
     provider(RATE_LIMITED, rec.LOOKUP, rec.ANSWER)
-    start("first-step")
+    make_queued_run("first-step")
     drain_runs()
     first, second, after = [leg.split() for leg in " ".join(journal("first-step")).split("|")]
     recoveries = journal_parts("first-step", "recovery")
@@ -250,9 +241,8 @@ def test_a_retry_of_the_first_step_opens_with_one_recovery_at_step_0(provider, d
 
 
 def test_runs_follow_prints_each_retry(rate_limited_three_times):
-    out = io.StringIO()
-    call_command("runs", "follow", "limited", stdout=out)
-    retries = [line for line in out.getvalue().splitlines() if line.startswith("(retry) Retry scheduled at ")]
+    lines = runs_cli("follow", "limited").splitlines()
+    retries = [line for line in lines if line.startswith("(retry) Retry scheduled at ")]
     assert [("attempt 1 of 5" in retries[0]), len(retries)] == [True, 3]
 
 
@@ -262,7 +252,7 @@ def test_a_run_completed_after_retries_says_so(rate_limited_three_times):
 
 
 def test_a_running_retry_shows_its_attempt():
-    start("again")
+    make_queued_run("again")
     Run.objects.filter(run_id="again").update(retry_attempt=2, retry_limit=5, retry_at=timezone.now())
     run_claim(worker_id="w")
     state = run_people_state(Run.objects.get(run_id="again"))

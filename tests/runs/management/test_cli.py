@@ -4,26 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from approvals.models import ApprovalRequest
 from runs.models import Run
-from runs.services.lifecycle import run_start
-from tests.factories import make_paid_run, make_suspended_run
-
-
-def _runs(*args: str) -> str:
-    out = StringIO()
-    call_command("runs", *args, stdout=out)
-    return out.getvalue()
-
-
-def _start(run_id: str, agent: str = "reimbursement") -> None:
-    run_start(agent=agent, messages=[{"role": "user", "content": "Reimburse exp-1042"}], run_id=run_id)
+from tests.commands import runs_cli
+from tests.factories import make_paid_run, make_queued_run, make_suspended_run
 
 
 @pytest.fixture
@@ -46,40 +34,40 @@ def _rows(output: str) -> dict[str, list[str]]:
 
 @pytest.mark.django_db
 def test_list_shows_every_run_with_its_status():
-    _start("r-one")
-    _start("r-two")
+    make_queued_run("r-one")
+    make_queued_run("r-two")
     Run.objects.filter(run_id="r-two").update(status="failed")
-    rows = _rows(_runs("list"))
+    rows = _rows(runs_cli("list"))
     assert rows["r-one"][:3] == ["r-one", "reimbursement", "queued"]
     assert rows["r-two"][:3] == ["r-two", "reimbursement", "failed"]
 
 
 @pytest.mark.django_db
 def test_list_filters_by_status():
-    _start("r-one")
-    _start("r-two")
+    make_queued_run("r-one")
+    make_queued_run("r-two")
     Run.objects.filter(run_id="r-two").update(status="failed")
-    assert set(_rows(_runs("list", "--status", "failed"))) == {"r-two"}
+    assert set(_rows(runs_cli("list", "--status", "failed"))) == {"r-two"}
 
 
 @pytest.mark.django_db
 def test_list_filters_by_agent():
-    _start("r-pay")
-    _start("r-code", agent="coder")
-    assert set(_rows(_runs("list", "--agent", "coder"))) == {"r-code"}
+    make_queued_run("r-pay")
+    make_queued_run("r-code", agent="coder")
+    assert set(_rows(runs_cli("list", "--agent", "coder"))) == {"r-code"}
 
 
 @pytest.mark.django_db
 def test_list_stops_at_the_limit_newest_first():
     for number in range(3):
-        _start(f"r-{number}")
-    assert list(_rows(_runs("list", "--limit", "2"))) == ["r-2", "r-1"]
+        make_queued_run(f"r-{number}")
+    assert list(_rows(runs_cli("list", "--limit", "2"))) == ["r-2", "r-1"]
 
 
 @pytest.mark.django_db
 def test_list_rejects_an_unknown_status():
     with pytest.raises(CommandError, match="invalid choice"):
-        _runs("list", "--status", "sleeping")
+        runs_cli("list", "--status", "sleeping")
 
 
 # -------------------------------------------------------------------- show
@@ -87,7 +75,7 @@ def test_list_rejects_an_unknown_status():
 
 @pytest.mark.django_db(transaction=True)
 def test_show_names_the_pending_tool_and_its_input(suspended_run):
-    output = _runs("show", "r-wait")
+    output = runs_cli("show", "r-wait")
     assert "Waiting for review" in output
     assert "pay_expense" in output
     assert '"amount": "84.20"' in output and '"expense_id": "exp-1042"' in output
@@ -95,7 +83,7 @@ def test_show_names_the_pending_tool_and_its_input(suspended_run):
 
 @pytest.mark.django_db(transaction=True)
 def test_show_lists_the_legs_with_their_epochs_and_the_effect(paid_run):
-    output = _runs("show", "r-paid")
+    output = runs_cli("show", "r-paid")
     legs = output.split("Legs")[1].split("Effects")[0]
     assert [line.split()[:3] for line in legs.splitlines()[3:5]] == [["1", "start", "1"], ["2", "verdict", "2"]]
     assert paid_run.effects.get().operation_id in output.split("Effects")[1]
@@ -103,9 +91,9 @@ def test_show_lists_the_legs_with_their_epochs_and_the_effect(paid_run):
 
 @pytest.mark.django_db
 def test_show_gives_the_reason_a_run_failed():
-    _start("r-bad")
+    make_queued_run("r-bad")
     Run.objects.filter(run_id="r-bad").update(status="failed", error="RuntimeError: the model API is down")
-    assert "Why:      RuntimeError: the model API is down" in _runs("show", "r-bad")
+    assert "Why:      RuntimeError: the model API is down" in runs_cli("show", "r-bad")
 
 
 # ---------------------------------------------------------- resume, cancel
@@ -114,20 +102,20 @@ def test_show_gives_the_reason_a_run_failed():
 @pytest.mark.django_db(transaction=True)
 def test_resume_queues_a_failed_run(paid_run):
     Run.objects.filter(run_id="r-paid").update(status="failed")
-    _runs("resume", "r-paid")
+    runs_cli("resume", "r-paid")
     assert Run.objects.get(run_id="r-paid").status == "queued"
 
 
 @pytest.mark.django_db(transaction=True)
 def test_resume_of_a_completed_run_is_refused(paid_run):
     with pytest.raises(CommandError, match="Only failed runs"):
-        _runs("resume", "r-paid")
+        runs_cli("resume", "r-paid")
     assert Run.objects.get(run_id="r-paid").status == "completed"
 
 
 @pytest.mark.django_db(transaction=True)
 def test_cancel_cancels_a_suspended_run(suspended_run):
-    _runs("cancel", "r-wait")
+    runs_cli("cancel", "r-wait")
     assert Run.objects.get(run_id="r-wait").status == "cancelled"
 
 
@@ -136,7 +124,7 @@ def test_cancel_cancels_a_suspended_run(suspended_run):
 
 @pytest.mark.django_db(transaction=True)
 def test_export_prints_the_recovery_receipt(paid_run):
-    receipt = json.loads(_runs("export", "r-paid"))
+    receipt = json.loads(runs_cli("export", "r-paid"))
     assert receipt["receipt_version"] == 1
     assert receipt["run"]["run_id"] == "r-paid" and receipt["run"]["status"] == "completed"
     assert [(leg["kind"], leg["owner_epoch"]) for leg in receipt["legs"]] == [("start", 1), ("verdict", 2)]
@@ -148,7 +136,7 @@ def test_export_prints_the_recovery_receipt(paid_run):
 @pytest.mark.django_db(transaction=True)
 def test_export_records_the_effect_with_its_operation_id_and_fingerprint(paid_run):
     effect = paid_run.effects.get()
-    [exported] = json.loads(_runs("export", "r-paid"))["effects"]
+    [exported] = json.loads(runs_cli("export", "r-paid"))["effects"]
     assert exported["operation_id"] == effect.operation_id
     assert exported["request_fingerprint"] == effect.fingerprint
     assert exported["status"] == "verified"
@@ -158,7 +146,7 @@ def test_export_records_the_effect_with_its_operation_id_and_fingerprint(paid_ru
 @pytest.mark.django_db(transaction=True)
 def test_export_holds_the_verdict_but_never_the_token(paid_run):
     request = ApprovalRequest.objects.get(run=paid_run)
-    output = _runs("export", "r-paid")
+    output = runs_cli("export", "r-paid")
     [approval] = json.loads(output)["approvals"]
     assert request.token not in output
     assert len(approval["token_sha256"]) == 64
@@ -168,7 +156,7 @@ def test_export_holds_the_verdict_but_never_the_token(paid_run):
 @pytest.mark.django_db(transaction=True)
 def test_export_writes_the_receipt_to_a_file(paid_run, tmp_path):
     target = tmp_path / "receipt.json"
-    _runs("export", "r-paid", "-o", str(target))
+    runs_cli("export", "r-paid", "-o", str(target))
     assert json.loads(target.read_text())["run"]["run_id"] == "r-paid"
 
 
@@ -178,7 +166,7 @@ def test_export_writes_the_receipt_to_a_file(paid_run, tmp_path):
 @pytest.mark.django_db(transaction=True)
 def test_follow_prints_the_final_text_and_exits_when_the_run_is_complete(paid_run):
     started = time.monotonic()
-    output = _runs("follow", "r-paid", "--timeout", "5")
+    output = runs_cli("follow", "r-paid", "--timeout", "5")
     assert time.monotonic() - started < 2
     assert "Paid 84.20 EUR to Ada Lovelace" in output
     assert output.rstrip().endswith("Run r-paid completed.")
@@ -186,7 +174,7 @@ def test_follow_prints_the_final_text_and_exits_when_the_run_is_complete(paid_ru
 
 @pytest.mark.django_db(transaction=True)
 def test_follow_prints_the_runs_journal_step_by_step(paid_run):
-    output = _runs("follow", "r-paid")
+    output = runs_cli("follow", "r-paid")
     steps = [line for line in output.splitlines() if line.startswith("step ")]
     assert steps == ["step 0:", "step 1:", "step 2:"]
     assert "approval needed: pay_expense" in output and "<- pay_expense result:" in output
@@ -194,25 +182,25 @@ def test_follow_prints_the_runs_journal_step_by_step(paid_run):
 
 @pytest.mark.django_db(transaction=True)
 def test_follow_of_a_suspended_run_prints_the_pending_approvals(suspended_run):
-    output = _runs("follow", "r-wait", "--timeout", "5")
+    output = runs_cli("follow", "r-wait", "--timeout", "5")
     assert "is waiting for review (1 pending)" in output
     assert '"expense_id": "exp-1042"' in output.split("waiting for review")[1]
 
 
 @pytest.mark.django_db
 def test_follow_of_a_failed_run_fails_with_the_reason():
-    _start("r-bad")
+    make_queued_run("r-bad")
     Run.objects.filter(run_id="r-bad").update(status="failed", error="RuntimeError: the model API is down")
     with pytest.raises(CommandError, match="the model API is down") as failure:
-        _runs("follow", "r-bad")
+        runs_cli("follow", "r-bad")
     assert failure.value.returncode == 1
 
 
 @pytest.mark.django_db
 def test_follow_gives_up_at_the_timeout():
-    _start("r-queued")  # no worker drains it
+    make_queued_run("r-queued")  # no worker drains it
     with pytest.raises(CommandError, match="still queued") as failure:
-        _runs("follow", "r-queued", "--timeout", "0.2", "--interval", "0.05")
+        runs_cli("follow", "r-queued", "--timeout", "0.2", "--interval", "0.05")
     assert failure.value.returncode == 124
 
 
@@ -223,4 +211,4 @@ def test_follow_gives_up_at_the_timeout():
 @pytest.mark.parametrize("action", ["show", "follow", "resume", "cancel", "export"])
 def test_an_unknown_run_id_is_a_command_error(action):
     with pytest.raises(CommandError, match=r"^No run 'nope'\.$"):
-        _runs(action, "nope")
+        runs_cli(action, "nope")

@@ -7,13 +7,7 @@ import pytest
 
 from tests.csp import csp_problems
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def enforced_csp(settings):
-    settings.SECURE_CSP = settings.SECURE_CSP or settings.SECURE_CSP_REPORT_ONLY
-    settings.SECURE_CSP_REPORT_ONLY = {}
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("enforced_csp")]
 
 
 @pytest.mark.parametrize(("role", "method", "path", "status"), [

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from runs.models import Run
+from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -16,8 +17,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def runs(users):
     def make(run_id, *, agent="reimbursement", status="completed", user="owner", days_ago=0):
-        run = Run.objects.create(run_id=run_id, agent=agent, status=status, input_messages="[]",
-                                 created_by=users[user] if user else None)
+        run = make_run(run_id, agent=agent, status=status, created_by=users[user] if user else None)
         Run.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(days=days_ago))
         return run
 
@@ -30,11 +30,6 @@ def runs(users):
 def listed(response) -> list[str]:
     html = response.content.decode()
     return sorted(chunk.split('"', 1)[0] for chunk in html.split('data-run-id="')[1:])
-
-
-@pytest.fixture
-def support(browser_for):
-    return browser_for("support")
 
 
 @pytest.mark.parametrize(("query", "expected"), [
@@ -85,7 +80,7 @@ def test_the_filters_keep_their_values_in_the_form(support, runs):
 
 def test_pages_keep_the_filters(support, users):
     for number in range(51):
-        Run.objects.create(run_id=f"many-{number:02d}", agent="coder", status="completed", input_messages="[]")
+        make_run(f"many-{number:02d}", agent="coder", status="completed")
     html = support.get("/runs/?agent=coder").content.decode()
     assert 'rel="next" href="?agent=coder&amp;page=2"' in html
     assert len(listed(support.get("/runs/?agent=coder&page=2"))) == 1

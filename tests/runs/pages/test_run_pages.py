@@ -3,42 +3,23 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
-from approvals.models import ApprovalRequest
-from approvals.services import approval_decide
-from runs.services.lifecycle import run_start
+from tests.factories import make_paid_run, make_queued_run, make_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def staff_browser(browser_for) -> Client:
-    """Support staff: reads every run."""
-    return browser_for("support")
-
-
-def start(run_id: str):
-    return run_start(agent="reimbursement", messages=[{"role": "user", "content": "Reimburse exp-1042"}],
-                     run_id=run_id)
-
-
-@pytest.fixture
 def completed(drain_runs):
-    """A reimbursement run whose payment was approved and made."""
-    start("done-1")
-    drain_runs()
-    request = ApprovalRequest.objects.get(run__run_id="done-1")
-    approval_decide(run_id="done-1", approval_id=request.approval_id, approved=True, token=request.token, user=None)
-    drain_runs()
-    return request
+    """A reimbursement run whose payment was approved and made; returns its request."""
+    return make_paid_run(drain_runs, "done-1").approval_requests.get()
 
 
-def test_the_run_list_shows_each_run_with_its_state(staff_browser, drain_runs):
-    start("wait-1")
+def test_the_run_list_shows_each_run_with_its_state(support, drain_runs):
+    make_queued_run("wait-1")
     drain_runs()
-    start("queued-1")
-    response = staff_browser.get("/runs/")
+    make_queued_run("queued-1")
+    response = support.get("/runs/")
     assert response.status_code == 200
     html = response.content.decode()
     assert 'href="/runs/wait-1/"' in html and 'href="/runs/queued-1/"' in html
@@ -46,19 +27,19 @@ def test_the_run_list_shows_each_run_with_its_state(staff_browser, drain_runs):
     assert html.index("queued-1") < html.index("wait-1")  # newest first
 
 
-def test_the_run_list_filters_by_status(staff_browser, drain_runs):
-    start("wait-1")
+def test_the_run_list_filters_by_status(support, drain_runs):
+    make_queued_run("wait-1")
     drain_runs()
-    start("queued-1")
-    html = staff_browser.get("/runs/?status=suspended").content.decode()
+    make_queued_run("queued-1")
+    html = support.get("/runs/?status=suspended").content.decode()
     assert "wait-1" in html and "queued-1" not in html
 
 
-def test_the_run_list_is_paginated_by_50(staff_browser):
+def test_the_run_list_is_paginated_by_50(support):
     for number in range(51):
-        start(f"many-{number:02d}")
-    first = staff_browser.get("/runs/").content.decode()
-    second = staff_browser.get("/runs/?page=2").content.decode()
+        make_queued_run(f"many-{number:02d}")
+    first = support.get("/runs/").content.decode()
+    second = support.get("/runs/?page=2").content.decode()
     assert (first.count('href="/runs/many-'), second.count('href="/runs/many-')) == (50, 1)
     assert 'href="/runs/many-00/"' in second
 
@@ -70,35 +51,35 @@ def test_run_pages_send_anonymous_visitors_to_the_sign_in_page(client):
 
 
 def test_a_user_without_a_group_reads_no_one_elses_run(browser_for):
-    start("r1")  # started by no one in particular
+    make_queued_run("r1")  # started by no one in particular
     client = browser_for("plain")
     assert 'href="/runs/r1/"' not in client.get("/runs/").content.decode()
     assert client.get("/runs/r1/").status_code == 404
 
 
-def test_an_unknown_run_is_404(staff_browser):
-    assert staff_browser.get("/runs/no-such-run/").status_code == 404
+def test_an_unknown_run_is_404(support):
+    assert support.get("/runs/no-such-run/").status_code == 404
 
 
-def test_the_live_page_keeps_its_route(staff_browser):
-    start("r1")
-    response = staff_browser.get("/runs/r1/live/")
+def test_the_live_page_keeps_its_route(support):
+    make_queued_run("r1")
+    response = support.get("/runs/r1/live/")
     assert response.status_code == 200
     assert 'data-run-id="r1"' in response.content.decode()
 
 
-def test_a_waiting_run_says_what_it_waits_for_and_what_to_do(staff_browser, drain_runs):
-    start("wait-1")
+def test_a_waiting_run_says_what_it_waits_for_and_what_to_do(support, drain_runs):
+    make_queued_run("wait-1")
     drain_runs()
-    html = staff_browser.get("/runs/wait-1/").content.decode()
+    html = support.get("/runs/wait-1/").content.decode()
     assert 'data-state="waiting"' in html
     assert "A reviewer approves or denies the request in the console; then the run continues by itself." in html
     assert "Last confirmed event" in html
     assert 'href="/runs/wait-1/live/"' in html
 
 
-def test_a_completed_runs_timeline_lists_its_steps_in_order(staff_browser, completed):
-    response = staff_browser.get("/runs/done-1/")
+def test_a_completed_runs_timeline_lists_its_steps_in_order(support, completed):
+    response = support.get("/runs/done-1/")
     assert response.status_code == 200
     html = response.content.decode()
     steps = html.split('<ol class="steps">', 1)[1].split("</ol>", 1)[0]
@@ -107,8 +88,8 @@ def test_a_completed_runs_timeline_lists_its_steps_in_order(staff_browser, compl
     assert 'data-state="completed"' in html
 
 
-def test_a_completed_runs_timeline_shows_legs_effects_and_technical_records(staff_browser, completed):
-    html = staff_browser.get("/runs/done-1/").content.decode()
+def test_a_completed_runs_timeline_shows_legs_effects_and_technical_records(support, completed):
+    html = support.get("/runs/done-1/").content.decode()
     assert html.count("<code>test-worker</code>") == 2  # the start leg and the verdict's leg
     assert 'data-status="verified"' in html
     assert "transaction_id" in html
@@ -116,11 +97,10 @@ def test_a_completed_runs_timeline_shows_legs_effects_and_technical_records(staf
     assert completed.token not in html
 
 
-def make_run(run_id: str, status: str, legs: list[str] = (), effect_status: str | None = None):
-    from runs.models import Effect, Leg, Run
+def run_with_legs(run_id: str, status: str, legs: list[str] = (), effect_status: str | None = None):
+    from runs.models import Effect, Leg
 
-    run = Run.objects.create(run_id=run_id, agent="reimbursement", status=status, input_messages="[]",
-                             owner_epoch=len(legs), worker_id="w-2")
+    run = make_run(run_id, status=status, owner_epoch=len(legs), worker_id="w-2")
     for number, kind in enumerate(legs, start=1):
         Leg.objects.create(run=run, number=number, kind=kind, owner_epoch=number, worker_id=f"w-{number}",
                            finish_reason="" if number == len(legs) else "lost")
@@ -141,26 +121,26 @@ def make_run(run_id: str, status: str, legs: list[str] = (), effect_status: str 
         ("needs_review", ["start"], None, "needs_review", "manage.py runs resume"),
     ],
 )
-def test_the_state_box_names_the_recovery_state_and_its_control(staff_browser, status, legs, effect_status, key,
+def test_the_state_box_names_the_recovery_state_and_its_control(support, status, legs, effect_status, key,
                                                                  control):
-    make_run("s-1", status, legs, effect_status)
-    html = staff_browser.get("/runs/s-1/").content.decode()
+    run_with_legs("s-1", status, legs, effect_status)
+    html = support.get("/runs/s-1/").content.decode()
     assert f'class="state-box" data-state="{key}"' in html
     assert control in html
 
 
-def test_a_reconciling_effect_shows_as_being_checked_in_the_steps(staff_browser):
-    make_run("s-1", "running", ["start", "recovery"], "unknown")
-    html = staff_browser.get("/runs/s-1/").content.decode()
+def test_a_reconciling_effect_shows_as_being_checked_in_the_steps(support):
+    run_with_legs("s-1", "running", ["start", "recovery"], "unknown")
+    html = support.get("/runs/s-1/").content.decode()
     assert 'data-kind="attempted"' in html and 'data-kind="reconciling"' in html
     assert 'data-kind="verified"' not in html
 
 
-def test_a_reconciled_effect_lists_reconciled_before_verified(staff_browser):
+def test_a_reconciled_effect_lists_reconciled_before_verified(support):
     from runs.models import Effect
 
-    make_run("s-1", "completed", ["start", "recovery"], "verified")
+    run_with_legs("s-1", "completed", ["start", "recovery"], "verified")
     Effect.objects.update(receipt={"transaction_id": "tx-1"}, outcome_source=Effect.Source.RECONCILIATION)
-    html = staff_browser.get("/runs/s-1/").content.decode()
+    html = support.get("/runs/s-1/").content.decode()
     assert html.index('data-kind="attempted"') < html.index('data-kind="reconciled"') < html.index(
         'data-kind="verified"')

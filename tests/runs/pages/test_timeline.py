@@ -8,22 +8,22 @@ import pytest
 from approvals.models import ApprovalRequest
 from runs.models import Effect, Leg, Run
 from runs.services.lifecycle import run_cancel
+from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def step_kinds(html: str) -> list[str]:
-    steps = html.split('<ol class="steps">', 1)[1].split("</ol>", 1)[0]
-    return [chunk.split('"', 1)[0] for chunk in steps.split('data-kind="')[1:]]
+def between(html: str, start: str, end: str) -> str:
+    """The markup after the first ``start``, up to the next ``end``."""
+    return html.split(start, 1)[1].split(end, 1)[0]
 
 
 def steps_text(html: str) -> str:
-    return html.split('<ol class="steps">', 1)[1].split("</ol>", 1)[0]
+    return between(html, '<ol class="steps">', "</ol>")
 
 
-@pytest.fixture
-def support(browser_for):
-    return browser_for("support")
+def step_kinds(html: str) -> list[str]:
+    return [chunk.split('"', 1)[0] for chunk in steps_text(html).split('data-kind="')[1:]]
 
 
 def test_a_cancelled_suspended_run_says_who_cancelled_it_and_when_in_order(support, suspended, users):
@@ -69,8 +69,7 @@ def test_a_paid_run_reads_paid_and_a_denied_one_denied(support, start, drain_run
     decide(ApprovalRequest.objects.get(run__run_id="denied"), approved=False, reason="Duplicate of exp-1041")
     assert set(Run.objects.values_list("status", flat=True)) == {"completed"}
     html = support.get("/runs/").content.decode()
-    paid = html.split('data-run-id="paid"', 1)[1].split("</tr>", 1)[0]
-    denied = html.split('data-run-id="denied"', 1)[1].split("</tr>", 1)[0]
+    paid, denied = between(html, 'data-run-id="paid"', "</tr>"), between(html, 'data-run-id="denied"', "</tr>")
     assert 'data-outcome="committed"' in paid and "Paid 84.20 EUR to Ada Lovelace (tx-" in paid
     assert 'data-outcome="denied"' in denied and "Denied: pay_expense by rita (Duplicate of exp-1041)" in denied
 
@@ -81,25 +80,24 @@ def test_a_paid_run_reads_paid_and_a_denied_one_denied(support, start, drain_run
     ("queued", "", ["start"], "Retry scheduled"),
 ])
 def test_the_run_list_says_each_outcome(support, users, status, error, legs, says):
-    run = Run.objects.create(run_id="o-1", agent="reimbursement", status=status, error=error, input_messages="[]",
-                             created_by=users["owner"])
+    run = make_run("o-1", status=status, error=error, created_by=users["owner"])
     for number, kind in enumerate(legs, start=1):
         Leg.objects.create(run=run, number=number, kind=kind, owner_epoch=number, worker_id="w", finish_reason="lost")
-    row = support.get("/runs/").content.decode().split('data-run-id="o-1"', 1)[1].split("</tr>", 1)[0]
+    row = between(support.get("/runs/").content.decode(), 'data-run-id="o-1"', "</tr>")
     assert says in row
 
 
 def test_the_run_list_shows_the_creator_and_the_request(support, suspended):
-    row = support.get("/runs/").content.decode().split('data-run-id="r1"', 1)[1].split("</tr>", 1)[0]
+    row = between(support.get("/runs/").content.decode(), 'data-run-id="r1"', "</tr>")
     assert '<td data-label="Started by">olga</td>' in row
     assert '<span class="request-text">Reimburse exp-1042</span>' in row
 
 
 def test_a_sub_agents_call_and_its_approval_sit_inside_the_parents_story(support, start, drain_runs):
-    start("c1", agent="coder", text="Fix the failing test")
+    start("c1", agent="coder")
     drain_runs()
     html = support.get("/runs/c1/").content.decode()
-    story = html.split('id="run-story"', 1)[1].split("</section>", 1)[0]
+    story = between(html, 'id="run-story"', "</section>")
     call = story.split('data-sub-agent="coder"', 1)[1]
     assert "Sub-agent call: <code>coder</code>" in story
     assert 'data-agent-path="coder"' in call and 'data-tool="run_shell"' in call
@@ -108,18 +106,18 @@ def test_a_sub_agents_call_and_its_approval_sit_inside_the_parents_story(support
 
 
 def test_a_sub_agents_result_appears_under_its_call_once_it_ran(support, start, drain_runs, decide):
-    start("c1", agent="coder", text="Fix the failing test")
+    start("c1", agent="coder")
     drain_runs()
     decide(ApprovalRequest.objects.get(run__run_id="c1"), approved=True)
     assert Run.objects.get(run_id="c1").status == "completed"
-    story = support.get("/runs/c1/").content.decode().split('id="run-story"', 1)[1].split("</section>", 1)[0]
-    shell = story.split('data-tool="run_shell"', 1)[1].split('class="call"', 1)[0]
+    story = between(support.get("/runs/c1/").content.decode(), 'id="run-story"', "</section>")
+    shell = between(story, 'data-tool="run_shell"', 'class="call"')
     assert "Approved: run_shell" in shell and "3 passed" in shell
 
 
 def test_a_steps_checkpoints_are_grouped_under_it_on_demand(support, suspended):
-    story = support.get("/runs/r1/").content.decode().split('id="run-story"', 1)[1].split("</section>", 1)[0]
-    first_step = story.split('data-step="0"', 1)[1].split('data-step="1"', 1)[0]
+    story = between(support.get("/runs/r1/").content.decode(), 'id="run-story"', "</section>")
+    first_step = between(story, 'data-step="0"', 'data-step="1"')
     assert '<details class="records">' in first_step and "checkpoint" in first_step
 
 
@@ -130,6 +128,6 @@ def test_the_technical_records_stay_behind_a_disclosure(support, suspended):
 
 def test_an_effects_receipt_is_coloured_json(support, suspended, decide):
     decide(suspended, approved=True)
-    effects = support.get("/runs/r1/").content.decode().split('id="run-effects"', 1)[1].split("</section>", 1)[0]
+    effects = between(support.get("/runs/r1/").content.decode(), 'id="run-effects"', "</section>")
     assert Effect.objects.get().status == "verified"
     assert '<span class="json-key">&quot;transaction_id&quot;</span>' in effects

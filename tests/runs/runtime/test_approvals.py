@@ -60,6 +60,13 @@ async def resume(store, responses, *, pay, signer=None, run_id="r1", **options):
     )
 
 
+async def signed_suspension(*, clock=None):
+    """Run r1 suspended on a signed request to pay: its store, the pay counter, the signer and the result."""
+    store, pay = create_in_memory_session_store(), Counter()
+    signer = create_approval_signer(secret=SECRET, clock=clock)
+    return store, pay, signer, await suspend(store, pay=pay, signer=signer)
+
+
 def last_tool_output(result, tool_call_id="c1"):
     for message in reversed(result.messages):
         if message["role"] == "tool":
@@ -253,16 +260,14 @@ async def test_signed_requests_carry_tokens_everywhere():
 
 
 async def test_a_valid_token_authorizes_the_call():
-    store, pay, signer = create_in_memory_session_store(), Counter(), create_approval_signer(secret=SECRET)
-    first = await suspend(store, pay=pay, signer=signer)
+    store, pay, signer, first = await signed_suspension()
     await resume(store, [verdict(first)], pay=pay, signer=signer)
     assert pay.count == 1
 
 
 @pytest.mark.parametrize("token", [None, "v1.garbage.mac", "not-a-token"])
 async def test_a_missing_or_garbled_token_becomes_a_denial(token):
-    store, pay, signer = create_in_memory_session_store(), Counter(), create_approval_signer(secret=SECRET)
-    first = await suspend(store, pay=pay, signer=signer)
+    store, pay, signer, first = await signed_suspension()
     response = verdict(first)
     response.pop("token")
     if token is not None:
@@ -272,40 +277,28 @@ async def test_a_missing_or_garbled_token_becomes_a_denial(token):
 
 
 async def test_a_forged_token_becomes_a_denial():
-    store, pay = create_in_memory_session_store(), Counter()
-    signer = create_approval_signer(secret=SECRET)
-    first = await suspend(store, pay=pay, signer=signer)
+    store, pay, signer, first = await signed_suspension()
     forged = create_approval_signer(secret="attacker").sign(first.pending_approvals[0], run_id="r1")
     result = await resume(store, [verdict(first, token=forged)], pay=pay, signer=signer)
     assert (pay.count, last_tool_output(result)["output"]) == (0, APPROVAL_TOKEN_DENIAL_REASON)
 
 
 async def test_a_token_for_another_call_cannot_authorize_this_one():
-    store, pay, signer = create_in_memory_session_store(), Counter(), create_approval_signer(secret=SECRET)
-    first = await suspend(store, pay=pay, signer=signer)
+    store, pay, signer, first = await signed_suspension()
     other = signer.sign({**first.pending_approvals[0], "approval_id": "other"}, run_id="r1")
     result = await resume(store, [verdict(first, token=other)], pay=pay, signer=signer)
     assert (pay.count, last_tool_output(result)["output"]) == (0, APPROVAL_TOKEN_DENIAL_REASON)
 
 
-async def test_an_expired_token_becomes_a_denial():
+@pytest.mark.parametrize(("age_ms", "is_honoured"), [(59_999, True), (60_000, False)],
+                         ids=["younger-than-the-max-age", "as-old-as-the-max-age"])
+async def test_a_token_is_honoured_only_while_younger_than_the_max_age(age_ms, is_honoured):
     clock = FakeClock()
-    store, pay = create_in_memory_session_store(), Counter()
-    signer = create_approval_signer(secret=SECRET, clock=clock)
-    first = await suspend(store, pay=pay, signer=signer)
-    clock.advance(60_000)
+    store, pay, signer, first = await signed_suspension(clock=clock)
+    clock.advance(age_ms)
     result = await resume(store, [verdict(first)], pay=pay, signer=signer, approval_max_age_ms=60_000)
-    assert (pay.count, last_tool_output(result)["output"]) == (0, APPROVAL_TOKEN_DENIAL_REASON)
-
-
-async def test_a_token_younger_than_the_max_age_is_honoured():
-    clock = FakeClock()
-    store, pay = create_in_memory_session_store(), Counter()
-    signer = create_approval_signer(secret=SECRET, clock=clock)
-    first = await suspend(store, pay=pay, signer=signer)
-    clock.advance(59_999)
-    await resume(store, [verdict(first)], pay=pay, signer=signer, approval_max_age_ms=60_000)
-    assert pay.count == 1
+    denied = last_tool_output(result)["output"] == APPROVAL_TOKEN_DENIAL_REASON
+    assert (pay.count, denied) == (int(is_honoured), not is_honoured)
 
 
 async def test_a_token_bound_to_another_run_becomes_a_denial():
@@ -320,8 +313,7 @@ async def test_a_token_bound_to_another_run_becomes_a_denial():
 
 
 async def test_a_denial_needs_no_token():
-    store, pay, signer = create_in_memory_session_store(), Counter(), create_approval_signer(secret=SECRET)
-    first = await suspend(store, pay=pay, signer=signer)
+    store, pay, signer, first = await signed_suspension()
     result = await resume(store, [{"approval_id": first.pending_approvals[0]["approval_id"], "approved": False,
                                    "reason": "No."}], pay=pay, signer=signer)
     assert last_tool_output(result)["output"] == "No."

@@ -17,14 +17,9 @@ from runs.runtime.durable import (
 from runs.runtime.effects import effect_fingerprint
 from runs.runtime.testing import ScriptedModel
 from tests.runs.runtime.ledger import Crash, Provider, crash_at, paying_model
+from tests.runs.runtime.scripting import FakeClock
 
 SECRET = "effects-test-secret"
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing():
-    """Overrides the project-wide fixture, which needs Django settings; these tests are pure."""
-    return None
 
 
 async def pay(provider, ledger, store, *, fault=None, run_id="r1", model=None, **options):
@@ -49,6 +44,22 @@ async def crashed(provider, ledger, store, point, **options):
         await pay(provider, ledger, store, fault=crash_at(point), **options)
 
 
+@pytest.fixture
+def provider():
+    """The pretend payment provider, which keeps the calls it was sent and the payments it made."""
+    return Provider()
+
+
+@pytest.fixture
+def ledger():
+    return InMemoryEffectLedger()
+
+
+@pytest.fixture
+def store():
+    return InMemorySessionStore()
+
+
 def entry(ledger, operation_id="r1:call-1"):
     return ledger.get(operation_id)
 
@@ -61,8 +72,7 @@ def test_the_fingerprint_is_a_digest_of_canonical_json_of_tool_and_input():
     assert effect_fingerprint("pay", {"a": 1}) != effect_fingerprint("refund", {"a": 1})
 
 
-async def test_an_operation_is_named_by_run_id_and_tool_call_id_and_records_its_epoch():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_an_operation_is_named_by_run_id_and_tool_call_id_and_records_its_epoch(provider, ledger, store):
     epoch = ledger.claim("r1")
     await pay(provider, ledger.fenced("r1", epoch), store)
     assert provider.calls == ["r1:call-1"]
@@ -79,8 +89,8 @@ async def test_a_custom_fingerprint_picks_what_identifies_the_request():
 # ------------------------------------------------------------------ the happy path and replay
 
 
-async def test_a_call_goes_proposed_attempted_committed_verified_each_transition_timed_with_its_actor():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_call_goes_proposed_attempted_committed_verified_each_transition_timed_with_its_actor(
+        provider, ledger, store):
     result = await pay(provider, ledger, store)
     transitions = entry(ledger)["transitions"]
     assert [(t["from"], t["to"]) for t in transitions] == [
@@ -89,15 +99,13 @@ async def test_a_call_goes_proposed_attempted_committed_verified_each_transition
     assert result.text == "paid tx-1"
 
 
-async def test_a_recorded_outcome_is_replayed_and_the_tool_not_called_again():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_recorded_outcome_is_replayed_and_the_tool_not_called_again(provider, ledger, store):
     await crashed(provider, ledger, store, "after-effect-record")
     result = await resume(provider, ledger, store)
     assert (provider.calls, result.text) == (["r1:call-1"], "paid tx-1")
 
 
-async def test_the_same_operation_id_with_another_request_is_a_visible_conflict():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_the_same_operation_id_with_another_request_is_a_visible_conflict(provider, ledger, store):
     ledger.open({"operation_id": "r1:call-1", "run_id": "r1", "tool_call_id": "call-1", "tool_name": "pay",
                  "fingerprint": "0" * 64, "input": {"amount": "1.00"}})
     result = await pay(provider, ledger, store)
@@ -109,8 +117,7 @@ async def test_the_same_operation_id_with_another_request_is_a_visible_conflict(
 # ------------------------------------------------------------------ attempted without an outcome
 
 
-async def test_an_attempt_found_committed_by_reconciliation_is_recorded_and_replayed():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_an_attempt_found_committed_by_reconciliation_is_recorded_and_replayed(provider, ledger, store):
     await crashed(provider, ledger, store, "after-effect-commit")
     result = await resume(provider, ledger, store)
     found = entry(ledger)
@@ -118,8 +125,7 @@ async def test_an_attempt_found_committed_by_reconciliation_is_recorded_and_repl
     assert result.text == "paid tx-1"
 
 
-async def test_an_attempt_the_provider_never_saw_is_attempted_again_with_the_same_operation_id():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_an_attempt_the_provider_never_saw_is_attempted_again_with_the_same_operation_id(provider, ledger, store):
     provider.mode = "crash-before-commit"
     with pytest.raises(Crash):
         await pay(provider, ledger, store)
@@ -128,16 +134,15 @@ async def test_an_attempt_the_provider_never_saw_is_attempted_again_with_the_sam
         ["r1:call-1", "r1:call-1"], 2, ["r1:call-1"])
 
 
-async def test_a_crash_before_the_attempt_is_recorded_attempts_once_on_resume_without_reconciling():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_crash_before_the_attempt_is_recorded_attempts_once_on_resume_without_reconciling(
+        provider, ledger, store):
     await crashed(provider, ledger, store, "before-effect")
     await resume(provider, ledger, store)
     vias = [t["via"] for t in entry(ledger)["transitions"]]
     assert (provider.calls, "reconcile" in vias) == (["r1:call-1"], False)
 
 
-async def test_an_owner_that_lost_the_run_before_the_call_does_not_call_the_tool():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_an_owner_that_lost_the_run_before_the_call_does_not_call_the_tool(provider, ledger, store):
     paused = ledger.fenced("r1", ledger.claim("r1"))
 
     def taken_over_while_paused(point: str) -> None:
@@ -149,8 +154,7 @@ async def test_an_owner_that_lost_the_run_before_the_call_does_not_call_the_tool
     assert provider.calls == []
 
 
-async def test_an_attempt_the_provider_cannot_be_asked_about_needs_review():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_an_attempt_the_provider_cannot_be_asked_about_needs_review(provider, ledger, store):
     await crashed(provider, ledger, store, "after-effect-commit")
     provider.reads_fail = True
     with pytest.raises(EffectNeedsReview):
@@ -159,16 +163,14 @@ async def test_an_attempt_the_provider_cannot_be_asked_about_needs_review():
     assert "cannot be reached" in entry(ledger)["transitions"][-1]["evidence"]["error"]
 
 
-async def test_an_attempt_of_a_tool_without_reconcile_needs_review():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_an_attempt_of_a_tool_without_reconcile_needs_review(provider, ledger, store):
     await crashed(provider, ledger, store, "after-effect-commit", pay_tool=provider.pay_tool(reconcile=False))
     with pytest.raises(EffectNeedsReview):
         await resume(provider, ledger, store, pay_tool=provider.pay_tool(reconcile=False))
     assert (len(provider.calls), entry(ledger)["status"]) == (1, "needs_review")
 
 
-async def test_a_timeout_after_the_provider_committed_is_reconciled_in_the_same_leg():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_timeout_after_the_provider_committed_is_reconciled_in_the_same_leg(provider, ledger, store):
     provider.mode = "commit-then-timeout"
     result = await pay(provider, ledger, store)
     assert [t["to"] for t in entry(ledger)["transitions"]] == [
@@ -176,23 +178,21 @@ async def test_a_timeout_after_the_provider_committed_is_reconciled_in_the_same_
     assert result.text == "paid tx-1"
 
 
-async def test_a_timeout_the_provider_has_no_record_of_needs_review_rather_than_a_second_attempt():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_timeout_the_provider_has_no_record_of_needs_review_rather_than_a_second_attempt(
+        provider, ledger, store):
     provider.mode = "timeout-before-commit"
     with pytest.raises(EffectNeedsReview):
         await pay(provider, ledger, store)
     assert (len(provider.calls), entry(ledger)["status"]) == (1, "needs_review")
 
 
-async def test_a_refusal_is_recorded_failed_and_the_model_reads_it():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_refusal_is_recorded_failed_and_the_model_reads_it(provider, ledger, store):
     provider.mode = "refuse"
     result = await pay(provider, ledger, store)
     assert (entry(ledger)["status"], result.text) == ("failed", "error: The card was declined.")
 
 
-async def test_a_failed_operation_is_replayed_as_its_error_without_calling_the_tool():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_failed_operation_is_replayed_as_its_error_without_calling_the_tool(provider, ledger, store):
     provider.mode = "refuse"
     await crashed(provider, ledger, store, "before-step-checkpoint")
     result = await resume(provider, ledger, store)
@@ -202,16 +202,14 @@ async def test_a_failed_operation_is_replayed_as_its_error_without_calling_the_t
 # ------------------------------------------------------------------ verify
 
 
-async def test_an_outcome_that_does_not_match_when_read_back_needs_review():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_an_outcome_that_does_not_match_when_read_back_needs_review(provider, ledger, store):
     provider.tampered = True
     with pytest.raises(EffectNeedsReview):
         await pay(provider, ledger, store)
     assert entry(ledger)["status"] == "needs_review"
 
 
-async def test_without_verify_an_outcome_stays_committed():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_without_verify_an_outcome_stays_committed(provider, ledger, store):
     await pay(provider, ledger, store, pay_tool=provider.pay_tool(verify=False))
     assert entry(ledger)["status"] == "committed"
 
@@ -219,8 +217,7 @@ async def test_without_verify_an_outcome_stays_committed():
 # ------------------------------------------------------------------ owner epochs
 
 
-async def test_a_stale_owner_cannot_write_the_ledger():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_stale_owner_cannot_write_the_ledger(provider, ledger, store):
     stale = ledger.fenced("r1", ledger.claim("r1"))
     ledger.claim("r1")
     with pytest.raises(OwnershipLostError):
@@ -231,16 +228,14 @@ async def test_a_stale_owner_cannot_write_the_ledger():
 # ------------------------------------------------------------------ the stop switch
 
 
-async def test_while_effects_are_stopped_a_new_effect_is_not_attempted_and_the_leg_suspends():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_while_effects_are_stopped_a_new_effect_is_not_attempted_and_the_leg_suspends(provider, ledger, store):
     ledger.stop()
     with pytest.raises(EffectsStopped, match="effects are stopped"):
         await pay(provider, ledger, store)
     assert (provider.calls, entry(ledger)["status"]) == ([], "proposed")
 
 
-async def test_released_the_stopped_call_is_attempted_once():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_released_the_stopped_call_is_attempted_once(provider, ledger, store):
     ledger.stop()
     with pytest.raises(EffectsStopped):
         await pay(provider, ledger, store)
@@ -249,8 +244,7 @@ async def test_released_the_stopped_call_is_attempted_once():
     assert (provider.calls, result.text) == (["r1:call-1"], "paid tx-1")
 
 
-async def test_while_effects_are_stopped_reconciliation_still_records_a_commit():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_while_effects_are_stopped_reconciliation_still_records_a_commit(provider, ledger, store):
     await crashed(provider, ledger, store, "after-effect-commit")
     ledger.stop()
     result = await resume(provider, ledger, store)
@@ -271,8 +265,7 @@ def approve(request):
     return {"approval_id": request["approval_id"], "approved": True, "token": request["token"]}
 
 
-async def test_an_approved_call_is_bound_to_its_approval_and_fingerprint_in_the_ledger():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_an_approved_call_is_bound_to_its_approval_and_fingerprint_in_the_ledger(provider, ledger, store):
     signer = create_approval_signer(secret=SECRET)
     request = await suspended(provider, ledger, store, signer)
     await resume(provider, ledger, store, pay_tool=provider.pay_tool(needs_approval=True), approval_signer=signer,
@@ -283,8 +276,7 @@ async def test_an_approved_call_is_bound_to_its_approval_and_fingerprint_in_the_
     assert [t["to"] for t in found["transitions"]][:3] == ["proposed", "approved", "attempted"]
 
 
-async def test_an_approval_signed_for_other_arguments_cannot_authorize_the_call():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_an_approval_signed_for_other_arguments_cannot_authorize_the_call(provider, ledger, store):
     signer = create_approval_signer(secret=SECRET)
     request = await suspended(provider, ledger, store, signer)
     forged = signer.sign({**{k: v for k, v in request.items() if k != "token"}, "input": {"amount": "9999",
@@ -296,11 +288,8 @@ async def test_an_approval_signed_for_other_arguments_cannot_authorize_the_call(
     assert "Approval token" in result.text
 
 
-async def test_an_expired_approval_cannot_authorize_the_call():
-    from tests.runs.runtime.scripting import FakeClock
-
+async def test_an_expired_approval_cannot_authorize_the_call(provider, ledger, store):
     clock = FakeClock()
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
     signer = create_approval_signer(secret=SECRET, clock=clock)
     request = await suspended(provider, ledger, store, signer)
     clock.advance(60_000)
@@ -309,8 +298,7 @@ async def test_an_expired_approval_cannot_authorize_the_call():
     assert (provider.calls, entry(ledger)) == ([], None)
 
 
-async def test_a_verdict_for_an_older_revision_cannot_authorize_a_newer_proposal():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_verdict_for_an_older_revision_cannot_authorize_a_newer_proposal(provider, ledger, store):
     signer = create_approval_signer(secret=SECRET)
     gated = provider.pay_tool(needs_approval=True)
     model = paying_model(again_after_error=True)
@@ -323,11 +311,8 @@ async def test_a_verdict_for_an_older_revision_cannot_authorize_a_newer_proposal
     assert (provider.calls, entry(ledger, "r1:call-2")) == ([], None)
 
 
-async def test_an_effect_that_happened_is_replayed_even_once_its_approval_has_expired():
-    from tests.runs.runtime.scripting import FakeClock
-
+async def test_an_effect_that_happened_is_replayed_even_once_its_approval_has_expired(provider, ledger, store):
     clock = FakeClock()
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
     signer = create_approval_signer(secret=SECRET, clock=clock)
     gated = provider.pay_tool(needs_approval=True)
     request = await suspended(provider, ledger, store, signer)
@@ -343,8 +328,7 @@ async def test_an_effect_that_happened_is_replayed_even_once_its_approval_has_ex
 # ------------------------------------------------------------------ sub-agents
 
 
-async def test_a_sub_agents_effect_goes_through_the_ledger_it_inherits():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_sub_agents_effect_goes_through_the_ledger_it_inherits(provider, ledger, store):
     child = agent_tool(name="payer", model=paying_model(), tools={"pay": provider.pay_tool()}, max_steps=3)
     lead = ScriptedModel([
         {"content": [{"type": "tool_call", "tool_name": "payer", "tool_call_id": "lead-1",
@@ -356,8 +340,7 @@ async def test_a_sub_agents_effect_goes_through_the_ledger_it_inherits():
     assert [found["operation_id"] for found in ledger.entries()] == ["r1::payer#lead-1:call-1"]
 
 
-async def test_a_sub_agents_request_no_one_saw_because_of_a_crash_is_asked_again_not_denied():
-    provider, ledger, store = Provider(), InMemoryEffectLedger(), InMemorySessionStore()
+async def test_a_sub_agents_request_no_one_saw_because_of_a_crash_is_asked_again_not_denied(provider, ledger, store):
     signer = create_approval_signer(secret=SECRET)
     child = agent_tool(name="payer", model=paying_model(), tools={"pay": provider.pay_tool(needs_approval=True)},
                        max_steps=3)

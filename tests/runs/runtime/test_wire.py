@@ -13,6 +13,7 @@ from runs.runtime.wire import (
     follow_journal,
     journal_parts,
 )
+from tests.runs.runtime.scripting import collect
 
 
 def parts(*texts):
@@ -91,10 +92,6 @@ class Producer:
     def follow(self, cursor=-1, idle=0.01):
         return follow_journal(read=self.read, state=self.state, wait=self.wait, continue_run=self.continue_run,
                               cursor=cursor, idle_seconds=idle)
-
-
-async def collect(iterator):
-    return [item async for item in iterator]
 
 
 @pytest.mark.parametrize("cursor", range(-1, 7))

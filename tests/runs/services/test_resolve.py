@@ -4,11 +4,8 @@ admin and the `runs` CLI, each recorded with who, when and why, and refused with
 from __future__ import annotations
 
 import json
-from io import StringIO
 
 import pytest
-from django.contrib.auth.models import Permission
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
@@ -16,6 +13,8 @@ from approvals.services import reviewers_group_ensure
 from demo.models import SandboxPayment
 from runs.models import Effect, EffectTransition, Run
 from runs.stores.sessions import DatabaseSessionStore
+from tests.commands import runs_cli
+from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -172,11 +171,9 @@ def test_the_admin_commit_action_records_the_receipt(needs_review_run, staff_rev
     assert (effect.status, effect.receipt) == ("committed", provider_receipt(run))
 
 
-def test_the_admin_offers_no_resolution_to_staff_without_the_permission(needs_review_run, client, django_user_model):
+def test_the_admin_offers_no_resolution_to_staff_without_the_permission(needs_review_run, client):
     needs_review_run()
-    support = django_user_model.objects.create_user(username="sam", password="x", is_staff=True)
-    support.user_permissions.add(Permission.objects.get(codename="view_effect"))
-    client.force_login(support)
+    client.force_login(make_user("sam", is_staff=True, permissions=["view_effect"]))
     response = client.get(reverse("admin:runs_effect_changelist"))
     assert (response.status_code, "resolve_retry" in response.content.decode()) == (200, False)
 
@@ -190,16 +187,10 @@ def test_the_admin_effect_page_shows_the_ledger_transitions(needs_review_run, st
 # ------------------------------------------------------------------------------------------------ CLI
 
 
-def _runs(*args: str) -> str:
-    out = StringIO()
-    call_command("runs", *args, stdout=out)
-    return out.getvalue()
-
-
 def test_runs_resolve_marks_committed_with_a_receipt(needs_review_run, reviewer):
     run = needs_review_run()
     effect = run.effects.get()
-    output = _runs("resolve", run.run_id, effect.operation_id, "--action", "commit", "--reason", "Statement.",
+    output = runs_cli("resolve", run.run_id, effect.operation_id, "--action", "commit", "--reason", "Statement.",
                    "--receipt", json.dumps(provider_receipt(run)), "--as", "rita")
     effect.refresh_from_db()
     assert (effect.status, effect.transitions.last().user) == ("committed", reviewer)
@@ -210,7 +201,7 @@ def test_runs_resolve_refuses_a_user_without_the_permission(needs_review_run, ou
     run = needs_review_run()
     effect = run.effects.get()
     with pytest.raises(CommandError, match="reviewer permission"):
-        _runs("resolve", run.run_id, effect.operation_id, "--action", "retry", "--reason", "x", "--as", "oscar")
+        runs_cli("resolve", run.run_id, effect.operation_id, "--action", "retry", "--reason", "x", "--as", "oscar")
     effect.refresh_from_db()
     assert effect.status == "needs_review"
 
@@ -218,13 +209,13 @@ def test_runs_resolve_refuses_a_user_without_the_permission(needs_review_run, ou
 def test_runs_resolve_says_what_is_wrong_with_a_receipt_that_is_not_json(needs_review_run, reviewer):
     run = needs_review_run()
     with pytest.raises(CommandError, match="--receipt is not JSON"):
-        _runs("resolve", run.run_id, run.effects.get().operation_id, "--action", "commit", "--reason", "x",
+        runs_cli("resolve", run.run_id, run.effects.get().operation_id, "--action", "commit", "--reason", "x",
               "--receipt", "{tx", "--as", "rita")
 
 
 def test_runs_show_prints_the_evidence_and_the_controls_of_an_effect_needing_review(needs_review_run):
     run = needs_review_run()
-    output = _runs("show", run.run_id)
+    output = runs_cli("show", run.run_id)
     assert "read API is unavailable" in output
     assert f"manage.py runs resolve {run.run_id} {run.effects.get().operation_id}" in output
 
@@ -253,11 +244,9 @@ def test_the_run_page_shows_the_evidence_and_the_three_controls_to_a_reviewer(ne
     assert all(f'value="{action}"' in html for action in ("retry", "commit", "abandon"))
 
 
-def test_the_run_page_shows_no_controls_to_support_staff(needs_review_run, client, django_user_model):
+def test_the_run_page_shows_no_controls_to_support_staff(needs_review_run, client):
     run = needs_review_run()
-    support = django_user_model.objects.create_user(username="sam", is_staff=True)
-    support.user_permissions.add(Permission.objects.get(codename="view_every_run"))
-    client.force_login(support)
+    client.force_login(make_user("sam", is_staff=True, permissions=["view_every_run"]))
     html = _page(client, run)
     assert ("Needs review:" in html, 'value="retry"' in html) == (True, False)
 
@@ -282,10 +271,10 @@ def test_the_console_shows_why_a_resolution_was_refused(needs_review_run, client
         200, "needs_review", True)
 
 
-def test_the_console_refuses_a_user_without_the_permission(needs_review_run, client, django_user_model):
+def test_the_console_refuses_a_user_without_the_permission(needs_review_run, client):
     run = needs_review_run()
     effect = run.effects.get()
-    client.force_login(django_user_model.objects.create_user(username="sam", is_staff=True))
+    client.force_login(make_user("sam", is_staff=True))
     response = _console_resolve(client, run, effect, action="retry", reason="x")
     effect.refresh_from_db()
     assert (response.status_code, effect.status) == (403, "needs_review")

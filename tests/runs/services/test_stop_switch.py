@@ -3,25 +3,19 @@ suspends with "effects are stopped" and nothing is attempted; released, it conti
 
 from __future__ import annotations
 
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
+from approvals.models import ApprovalRequest
 from demo.models import SandboxCommand, SandboxPayment
 from runs.models import EffectStopSwitch, Run
 from runs.services.stop_switch import effects_release, effects_stop
 from runs.stores.ledger import effects_stop_reason
+from tests.commands import runs_cli
+from tests.factories import make_queued_run, make_user, verdict
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _runs(*args: str) -> str:
-    out = StringIO()
-    call_command("runs", *args, stdout=out)
-    return out.getvalue()
 
 
 def test_while_effects_are_stopped_a_run_reaching_one_suspends_and_pays_nothing(approved_run, drain_runs):
@@ -43,10 +37,8 @@ def test_released_the_held_run_continues_and_pays_once(approved_run, drain_runs)
 
 
 def test_reads_go_on_while_effects_are_stopped(drain_runs):
-    from tests.runs.conftest import reimburse
-
     effects_stop()
-    run = reimburse("r-read")
+    run = make_queued_run("r-read")
     drain_runs()
     run.refresh_from_db()
     # The lookup ran (a read) and the run reached its approval request, which waits for a person as usual.
@@ -54,12 +46,10 @@ def test_reads_go_on_while_effects_are_stopped(drain_runs):
 
 
 def test_a_switch_for_one_agent_holds_only_that_agents_effects(drain_runs):
-    from tests.runs.conftest import approve_pending, reimburse
-
-    paying, coding = reimburse("r-pay"), reimburse("r-code", agent="coder")
+    paying, coding = make_queued_run("r-pay"), make_queued_run("r-code", agent="coder")
     drain_runs()
-    approve_pending("r-pay")
-    approve_pending("r-code")
+    for request in ApprovalRequest.objects.filter(status=ApprovalRequest.Status.PENDING):  # the payment, the shell
+        verdict(request)
     effects_stop(agent="reimbursement")
     drain_runs()
     paying.refresh_from_db()
@@ -78,24 +68,24 @@ def test_releasing_one_agent_keeps_runs_held_by_the_global_switch(approved_run, 
 
 def test_the_cli_stops_and_releases_effects(approved_run, drain_runs):
     run = approved_run()
-    assert "Effects are stopped for every agent" in _runs("stop-effects", "--reason", "incident")
+    assert "Effects are stopped for every agent" in runs_cli("stop-effects", "--reason", "incident")
     drain_runs()
-    output = _runs("stop-effects", "--release")
+    output = runs_cli("stop-effects", "--release")
     drain_runs()
     run.refresh_from_db()
     assert ("1 held run(s) queued" in output, run.status) == (True, "completed")
 
 
-def test_the_cli_stops_one_agent(django_user_model):
-    user = django_user_model.objects.create_user(username="ops")
-    _runs("stop-effects", "--agent", "coder", "--as", "ops")
+def test_the_cli_stops_one_agent():
+    user = make_user("ops")
+    runs_cli("stop-effects", "--agent", "coder", "--as", "ops")
     switch = EffectStopSwitch.objects.get()
     assert (switch.agent, switch.is_on, switch.changed_by) == ("coder", True, user)
 
 
 def test_the_cli_refuses_an_unknown_agent():
     with pytest.raises(CommandError, match="No agent named"):
-        _runs("stop-effects", "--agent", "nobody")
+        runs_cli("stop-effects", "--agent", "nobody")
     assert not EffectStopSwitch.objects.exists()
 
 

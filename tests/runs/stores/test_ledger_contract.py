@@ -24,10 +24,9 @@ class MemoryLedgers:
 
 class DatabaseLedgers:
     def __init__(self) -> None:
-        from runs.models import Run
+        from tests.factories import make_run
 
-        self.run = Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", owner_epoch=1,
-                                      worker_id="w-1")
+        self.run = make_run("r1", owner_epoch=1, worker_id="w-1")
 
     def owned(self):
         from runs.stores import get_store

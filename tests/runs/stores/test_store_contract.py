@@ -17,6 +17,7 @@ from runs.runtime.stores import OwnedSessionStore, SavedCheckpoint
 from runs.runtime.wire import OwnedStreamStateStore
 from runs.stores.sessions import DatabaseSessionStore
 from runs.stores.streams import DatabaseStreamStateStore
+from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db  # the database store needs it; the memory store ignores it
 
@@ -60,7 +61,7 @@ def take_over(store, run_id: str) -> int:
         return store.claim(run_id)
     runs = Run.objects.filter(run_id=run_id)
     if not runs.exists():
-        Run.objects.create(run_id=run_id, agent="test", input_messages="[]", status="running")
+        make_run(run_id, agent="test")
     runs.update(owner_epoch=F("owner_epoch") + 1)
     return runs.get().owner_epoch
 

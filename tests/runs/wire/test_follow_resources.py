@@ -10,43 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import threading
-from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import DataError, OperationalError, connection
-from rest_framework.test import APIClient
 
-from runs.wire.reads import FollowerReads
-from runs.wire.followers import follow_open
 from runs.models import Run
 from runs.stores.streams import DatabaseStreamStateStore
-from tests.processes import wait_until
-from tests.streams import SseStream, parse_sse, person, token_header, token_of, ws_follow, ws_frames
+from runs.wire.followers import follow_open
+from runs.wire.reads import FollowerReads
+from tests.factories import make_run, make_user
+from tests.processes import database_handles, wait_until
+from tests.streams import SseStream, parse_sse, token_header, ws_follow, ws_frames
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # The followers' shared database threads, the test's own connections, and on SQLite one direct connection per
 # event loop thread that saves checkpoints (runs.stores.direct): a bound that does not grow with followers.
 MAX_HANDLES = 12
-
-
-def database_handles() -> int:
-    """This test database's connections on PostgreSQL (every process's); this process's file handles on SQLite."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
-            return cursor.fetchone()[0]
-    name = os.path.realpath(connection.settings_dict["NAME"])
-    handles = 0
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            handles += os.readlink(fd) == name
-        except OSError:  # closed while listed
-            pass
-    return handles
 
 
 def like_daphne(scenario):
@@ -69,13 +51,13 @@ def like_daphne(scenario):
 
 def queued_run(run_id: str, user) -> Run:
     """A run no worker takes here: its followers tail it until it is closed."""
-    return Run.objects.create(run_id=run_id, agent="reimbursement", input_messages="[]", created_by=user)
+    return make_run(run_id, status=Run.Status.QUEUED, created_by=user)
 
 
 @pytest.fixture
 def followers():
     """Three users with a queued run each, and the request headers of 20 streams per user (the default cap)."""
-    users = [person(f"tail-{n}") for n in range(3)]
+    users = [make_user(f"tail-{n}") for n in range(3)]
     for user in users:
         queued_run(f"tail-{user.username}", user)
     return [(f"/api/runs/tail-{user.username}/events/", [token_header(user)]) for user in users for _ in range(20)]
@@ -119,7 +101,7 @@ def _append_to_every_run() -> None:
 
 def test_a_stream_sends_its_first_bytes_before_the_run_s_first_part():
     # daphne sends the status line with the first body bytes: without them a client waits for a part.
-    user = person("early")
+    user = make_user("early")
     queued_run("quiet", user)
     headers = [token_header(user)]
 
@@ -139,9 +121,8 @@ def test_sixty_followers_share_a_few_database_connections(followers):
     assert peak <= MAX_HANDLES, f"{peak} database handles for 60 followers"
 
 
-def test_the_api_answers_while_sixty_followers_are_open(followers):
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {token_of(person('bystander'))}")
+def test_the_api_answers_while_sixty_followers_are_open(followers, token_client):
+    api = token_client(make_user("bystander"))
 
     def list_runs():
         try:
@@ -178,19 +159,22 @@ def _open_streams(user, count: int, run_id: str) -> list[int]:
     return like_daphne(scenario)
 
 
-def test_a_user_over_the_stream_cap_gets_a_429(settings):
-    settings.DEUZ_MAX_STREAMS_PER_USER = 2
-    user = person("greedy")
-    queued_run("capped", user)
-    assert _open_streams(user, 3, "capped") == [200, 200, 429]
-
-
-def test_the_429_says_why_in_json(settings):
+@pytest.fixture
+def greedy(settings):
+    """A user allowed one stream at a time, with a queued run "capped" to follow."""
     settings.DEUZ_MAX_STREAMS_PER_USER = 1
-    user = person("greedy")
+    user = make_user("greedy")
     queued_run("capped", user)
+    return user
 
-    headers = [token_header(user)]
+
+def test_a_user_over_the_stream_cap_gets_a_429(settings, greedy):
+    settings.DEUZ_MAX_STREAMS_PER_USER = 2
+    assert _open_streams(greedy, 3, "capped") == [200, 200, 429]
+
+
+def test_the_429_says_why_in_json(greedy):
+    headers = [token_header(greedy)]
 
     async def scenario():
         first, second = (SseStream("/api/runs/capped/events/", headers=headers) for _ in range(2))
@@ -203,17 +187,14 @@ def test_the_429_says_why_in_json(settings):
     assert like_daphne(scenario) == '{"detail": "Too many open streams: at most 1 at a time per user; close one first."}'
 
 
-def test_a_closed_stream_gives_its_place_back(settings):
-    settings.DEUZ_MAX_STREAMS_PER_USER = 1
-    user = person("greedy")
-    queued_run("capped", user)
-    assert _open_streams(user, 1, "capped") == [200]
-    assert _open_streams(user, 1, "capped") == [200]
+def test_a_closed_stream_gives_its_place_back(greedy):
+    assert _open_streams(greedy, 1, "capped") == [200]
+    assert _open_streams(greedy, 1, "capped") == [200]
 
 
 def test_the_cap_is_per_user(settings):
     settings.DEUZ_MAX_STREAMS_PER_USER = 1
-    first, second = person("one"), person("two", "support")
+    first, second = make_user("one"), make_user("two", "support")
     queued_run("capped", first)
 
     headers = [[token_header(user)] for user in (first, second)]
@@ -227,12 +208,8 @@ def test_the_cap_is_per_user(settings):
     assert like_daphne(scenario) == [200, 200]
 
 
-def test_a_websocket_over_the_stream_cap_is_closed_with_4429(settings):
-    settings.DEUZ_MAX_STREAMS_PER_USER = 1
-    user = person("greedy")
-    queued_run("capped", user)
-
-    headers = [token_header(user)]
+def test_a_websocket_over_the_stream_cap_is_closed_with_4429(greedy):
+    headers = [token_header(greedy)]
 
     async def scenario():
         stream = SseStream("/api/runs/capped/events/", headers=headers)
@@ -245,16 +222,12 @@ def test_a_websocket_over_the_stream_cap_is_closed_with_4429(settings):
     assert like_daphne(scenario)[1] == 4429
 
 
-def test_a_follow_dropped_unclosed_gives_its_place_back(settings):
+def test_a_follow_dropped_unclosed_gives_its_place_back(greedy):
     # As when a client goes between the view's return and the first byte, and Django never closes the response.
-    settings.DEUZ_MAX_STREAMS_PER_USER = 1
-    user = person("greedy")
-    queued_run("capped", user)
-
     async def open_drop_open():
-        await follow_open(run_id="capped", cursor=None, authenticate=lambda: user, kind="sse")
+        await follow_open(run_id="capped", cursor=None, authenticate=lambda: greedy, kind="sse")
         gc.collect()
-        (await follow_open(run_id="capped", cursor=None, authenticate=lambda: user, kind="sse")).close()
+        (await follow_open(run_id="capped", cursor=None, authenticate=lambda: greedy, kind="sse")).close()
 
     async_to_sync(open_drop_open)()  # the second follow_open raises FollowRefused(429) if the first kept its place
 
@@ -263,8 +236,9 @@ def test_a_follow_dropped_unclosed_gives_its_place_back(settings):
 
 
 @pytest.fixture
-def owner():
-    return person("owner")
+def doomed(owner):
+    """The owner's queued run "doomed", whose reads are about to fail."""
+    return queued_run("doomed", owner)
 
 
 def _failing_reads(monkeypatch, error: Exception) -> None:
@@ -288,8 +262,7 @@ def _events(user, run_id: str) -> list[dict]:
     return parse_sse(like_daphne(scenario))
 
 
-def test_a_data_error_mid_stream_ends_with_a_redacted_error_part_and_done(monkeypatch, settings, owner):
-    queued_run("doomed", owner)
+def test_a_data_error_mid_stream_ends_with_a_redacted_error_part_and_done(monkeypatch, settings, owner, doomed):
     _failing_reads(monkeypatch, DataError(f"invalid byte sequence near {settings.SECRET_KEY}"))
     events = _events(owner, "doomed")
     assert [event["data"] for event in events] == [
@@ -299,15 +272,13 @@ def test_a_data_error_mid_stream_ends_with_a_redacted_error_part_and_done(monkey
     ]
 
 
-def test_a_lost_database_mid_stream_is_an_error_part_without_done_so_the_client_reconnects(monkeypatch, owner):
-    queued_run("doomed", owner)
+def test_a_lost_database_mid_stream_is_an_error_part_without_done_so_the_client_reconnects(monkeypatch, owner, doomed):
     _failing_reads(monkeypatch, OperationalError("server closed the connection unexpectedly"))
     events = _events(owner, "doomed")
     assert [event["data"]["error"]["name"] for event in events] == ["OperationalError"]
 
 
-def test_a_websocket_ends_a_data_error_with_a_redacted_error_frame_and_done(monkeypatch, settings, owner):
-    queued_run("doomed", owner)
+def test_a_websocket_ends_a_data_error_with_a_redacted_error_frame_and_done(monkeypatch, settings, owner, doomed):
     _failing_reads(monkeypatch, DataError(f"bad {settings.DEUZ_APPROVAL_SECRET}"))
     received, code = ws_follow("/ws/runs/doomed/", headers=[token_header(owner)])
     assert received == [{"seq": None, "part": {"type": "error", "error": {"name": "DataError", "message": "bad [redacted]"},
@@ -315,8 +286,7 @@ def test_a_websocket_ends_a_data_error_with_a_redacted_error_frame_and_done(monk
                         {"done": True}] and code == 1000
 
 
-def test_a_websocket_closes_a_lost_database_with_1011_so_the_client_reconnects(monkeypatch, owner):
-    queued_run("doomed", owner)
+def test_a_websocket_closes_a_lost_database_with_1011_so_the_client_reconnects(monkeypatch, owner, doomed):
     _failing_reads(monkeypatch, OperationalError("connection refused"))
     received, code = ws_follow("/ws/runs/doomed/", headers=[token_header(owner)])
     assert [frame["part"]["error"]["name"] for frame in received] == ["OperationalError"] and code == 1011
@@ -329,16 +299,14 @@ def _database_down_at_setup(monkeypatch) -> None:
     monkeypatch.setattr("runs.wire.followers.run_is_readable_by", unreachable)
 
 
-def test_a_database_down_when_a_stream_starts_is_a_503_worth_retrying(monkeypatch, client, owner):
-    queued_run("doomed", owner)
+def test_a_database_down_when_a_stream_starts_is_a_503_worth_retrying(monkeypatch, client, owner, doomed):
     _database_down_at_setup(monkeypatch)
     client.force_login(owner)
     response = client.get("/api/runs/doomed/events/")
     assert (response.status_code, response.json()) == (503, {"detail": "The database is unavailable; try again shortly."})
 
 
-def test_a_database_down_when_a_websocket_starts_is_closed_with_4503(monkeypatch, owner):
-    queued_run("doomed", owner)
+def test_a_database_down_when_a_websocket_starts_is_closed_with_4503(monkeypatch, owner, doomed):
     _database_down_at_setup(monkeypatch)
     assert ws_follow("/ws/runs/doomed/", headers=[token_header(owner)]) == ([], 4503)
 

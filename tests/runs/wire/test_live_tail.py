@@ -14,27 +14,21 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 import runs.wire.followers
+from runs.models import Run
+from runs.stores.streams import DatabaseStreamStateStore, part_decode
 from runs.wire.followers import FrameKind, follow_open
 from runs.wire.groups import run_stream_group
 from runs.wire.writer import JournalWriter
-from runs.models import Run
-from runs.stores.streams import DatabaseStreamStateStore, part_decode
-from tests.streams import person
+from tests.factories import make_run
 from tests.runs.stores.test_db_store import _PartLog
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def owner():
-    return person("tail-owner")
-
-
-@pytest.fixture
 def running(owner):
     """A run a live worker holds (epoch 3, its lease far from lapsing): followers tail it and never continue it."""
-    return Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running",
-                              owner_epoch=3, lease_expires_at=timezone.now() + timedelta(hours=1), created_by=owner)
+    return make_run("r1", owner_epoch=3, lease_expires_at=timezone.now() + timedelta(hours=1), created_by=owner)
 
 
 def delta(text: str) -> dict:
