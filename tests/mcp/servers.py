@@ -11,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.environment import REPO_ROOT
+
+REPO = REPO_ROOT
 FILESYSTEM_SERVER = REPO / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
 
 

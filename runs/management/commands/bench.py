@@ -164,7 +164,7 @@ class Command(BaseCommand):
         return data
 
     def _measure_core(self, *, quick: bool, steps: int, repeats: int, profile: bool, label: str) -> dict:
-        from bench import journal, leg, overhead, resume, storage
+        from bench import fresh_resume, journal, leg, overhead, storage
 
         vendor = connection.vendor
         self.stderr.write(f"Measuring {label} ({steps} steps, {repeats} repeats)...")
@@ -176,8 +176,8 @@ class Command(BaseCommand):
         self.stderr.write("  as the worker runs a leg...")
         data["leg"] = leg.measure(steps=steps, repeats=repeats)
         self.stderr.write("  resume from a fresh process...")
-        data["resume"] = resume.measure(steps=steps, repeats=repeats)
-        data["load"] = resume.measure_load(steps=200 if steps < 200 else 1000, repeats=repeats)
+        data["resume"] = fresh_resume.measure(steps=steps, repeats=repeats)
+        data["load"] = fresh_resume.measure_load(steps=200 if steps < 200 else 1000, repeats=repeats)
         stored = storage.measure(steps if quick else max(steps, 200))
         parts = 10_000 if quick else 50_000
         appended = journal.measure(parts)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -17,7 +16,6 @@ import openai
 from runs.runtime import tool
 from runs.runtime.providers import AnthropicModel, OpenAIChatModel
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 ANTHROPIC_KEY = "sk-ant-api03-TESTONLY-7dq2Lx9vQm4Rk8sWz1Yb6Nc3Hf5Jg0Tp"
 OPENAI_KEY = "sk-proj-TESTONLY-c4Vn8Qw2Ez6Rt1Yu9Io3Pa7Sd5Fg0Hjwxyz"
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"

@@ -22,11 +22,11 @@ import pytest
 from runs.runtime import generate_text
 from runs.runtime.providers import AnthropicModel, create_anthropic
 from tests.runs.runtime import provider_recordings as rec
+from tests.environment import REPO_ROOT
 from tests.runs.runtime.provider_fakes import (
     ANTHROPIC_KEY,
     PDF,
     PNG,
-    REPO_ROOT,
     TIME_CALL,
     TIME_SPEC,
     WEATHER_CALL,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from tests.environment import REPO_ROOT
 
 
 def test_importing_the_runtime_does_not_import_django():

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from runs.runtime import agent_tool, generate_text, tool
+from runs.runtime import agent_tool, generate_text
 from runs.runtime.durable import (
     APPROVAL_TOKEN_DENIAL_REASON,
     create_approval_signer,
@@ -18,9 +17,8 @@ from runs.runtime.durable import (
 )
 from runs.runtime.stores import is_descendant_key, is_sub_agent_key, root_run_id
 from runs.runtime.testing import ScriptedModel
+from tests.environment import REPO_ROOT
 from tests.runs.runtime.scripting import Counter, call, calls, counting_tool, says, user
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def coder(shell: Counter, *, script=None, name="coder"):

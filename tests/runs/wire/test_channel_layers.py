@@ -7,12 +7,12 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import re
-from pathlib import Path
 
 import pytest
 from channels_redis import pubsub, utils
 
 from runs.wire.channel_layers import CHANNELS_REDIS_VERSION, RedisPubSubChannelLayer, _PromptShardConnection
+from tests.environment import REPO_ROOT
 
 RECHECK = (
     f"runs.wire.channel_layers._PromptShardConnection was written against channels-redis {CHANNELS_REDIS_VERSION}. "
@@ -44,7 +44,7 @@ def test_the_installed_channels_redis_is_the_release_the_override_was_written_ag
 
 
 def test_requirements_pin_the_release_the_override_was_written_against():
-    requirements = (Path(__file__).resolve().parents[2] / "requirements.txt").read_text(encoding="utf-8")
+    requirements = (REPO_ROOT / "requirements.txt").read_text(encoding="utf-8")
     pinned = re.search(r"^channels-redis==(\S+)", requirements, re.MULTILINE)
     assert pinned is not None and pinned[1] == CHANNELS_REDIS_VERSION, (
         f"requirements.txt pins channels-redis {pinned[1] if pinned else 'nowhere'}. {RECHECK}")
