@@ -3,7 +3,6 @@ is an is_error result naming the fields, so the model can correct itself; it nev
 
 from __future__ import annotations
 
-import pytest
 
 from runs.runtime import generate_text, tool
 from runs.runtime.durable import InMemorySessionStore
@@ -15,12 +14,6 @@ PAYMENT_SCHEMA = {
     "required": ["amount", "recipient"],
     "additionalProperties": False,
 }
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing():
-    """Overrides the project-wide fixture, which needs Django settings; these tests are pure."""
-    return None
 
 
 def calling(tool_input, then="done"):

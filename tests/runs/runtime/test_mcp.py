@@ -21,12 +21,6 @@ from tests.mcp.servers import REPO, HttpServer, environment_without_django, file
 SECRET_HEADER = "Bearer header-secret-4711"
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing():
-    """Overrides the project-wide fixture, which needs Django settings; these tests are pure."""
-    return None
-
-
 @pytest.fixture
 def server(tmp_path):
     running = HttpServer(tmp_path).start()

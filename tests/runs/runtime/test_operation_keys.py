@@ -11,12 +11,6 @@ from runs.runtime.durable import EffectHeldElsewhere, EffectNeedsReview, InMemor
 from tests.runs.runtime.ledger import Provider, paying_model
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing():
-    """Overrides the project-wide fixture, which needs Django settings; these tests are pure."""
-    return None
-
-
 def keyed_pay_tool(provider: Provider, *, needs_approval: bool = False):
     """The provider's pay tool, keyed by the recipient's invoice: every run paying invoice-7 is one operation."""
     return tool(
