@@ -1,11 +1,12 @@
 """Processes against the test database: real workers (for crash tests) and waiting on them, the benchmarks'
-(bench/child_processes.py, shared with the crash matrix); freezing one outside a transaction, and the handles a
-process holds on the database, the tests'."""
+(bench/child_processes.py, shared with the crash matrix); freezing one outside a transaction, the handles a
+process holds on the database, and a command whose children all end with the test, the tests'."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from django.db import connection
 
 from bench.child_processes import WorkerProcess, wait_until
 
-__all__ = ["WorkerProcess", "database_handles", "freeze_between_transactions", "wait_until"]
+__all__ = ["WorkerProcess", "database_handles", "freeze_between_transactions", "run_process_group", "wait_until"]
 
 
 def _write_locked(run_id: str) -> bool:
@@ -70,3 +71,20 @@ def database_handles(pid: int | None = None) -> int:
         except OSError:  # closed while listed
             pass
     return handles
+
+
+def run_process_group(args: list[str], *, timeout: float, **options) -> subprocess.CompletedProcess:
+    """Run ``args`` to its end, its output captured as text, in a process group of its own that is SIGKILLed
+    whatever happens: a command that starts servers and workers (`manage.py load`) leaves none of them behind,
+    on the test database, to take the runs of the tests after it when this test fails or times out."""
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, **options)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
