@@ -14,5 +14,6 @@ class AccountsError(Exception):
 
 
 class TokenNotFound(AccountsError):
-    def __init__(self, token_id: object) -> None:
-        super().__init__(f"You have no API token {token_id!r}.")
+    # The id is not echoed: in a URL it is client input of any shape.
+    def __init__(self) -> None:
+        super().__init__("You have no such API token.")

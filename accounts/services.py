@@ -36,7 +36,8 @@ class IssuedToken:
 def token_create(*, user: Any, name: str, expires_in_days: int | None = None) -> IssuedToken:
     """A new token of ``user`` named ``name``, expiring after ``expires_in_days`` (None: never)."""
     if expires_in_days is not None and not 1 <= expires_in_days <= MAX_EXPIRES_IN_DAYS:
-        raise ValidationError({"expires_in_days": f"Between 1 and {MAX_EXPIRES_IN_DAYS} days, or none to never expire."})
+        raise ValidationError(
+            {"expires_in_days": f"Between 1 and {MAX_EXPIRES_IN_DAYS} days, or none to never expire."})
     key = key_generate()
     now = timezone.now()
     token = ApiToken(
@@ -55,7 +56,7 @@ def token_revoke(*, user: Any, token_id: int) -> ApiToken:
     if 1 <= token_id <= MAX_TOKEN_ID:
         token = ApiToken.objects.select_for_update().filter(pk=token_id, user=user, revoked_at=None).first()
     if token is None:
-        raise TokenNotFound(token_id)
+        raise TokenNotFound()
     token.revoked_at = timezone.now()
     token.save(update_fields=["revoked_at"])
     return token

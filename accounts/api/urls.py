@@ -6,5 +6,5 @@ from accounts.api import views
 
 urlpatterns = [
     path("tokens/", views.TokenCollectionApi.as_view(), name="api-tokens"),
-    path("tokens/<int:id>/", views.TokenDetailApi.as_view(), name="api-token-detail"),
+    path("tokens/<str:id>/", views.TokenDetailApi.as_view(), name="api-token-detail"),
 ]

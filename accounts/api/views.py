@@ -29,7 +29,18 @@ TOKEN_ID_PATH = OpenApiParameter(
     "id", {"type": "integer", "minimum": 1, "maximum": MAX_TOKEN_ID}, OpenApiParameter.PATH,
     description="The token's id, from the list or the answer that created it.",
 )
-_NOT_FOUND = error_answer("You have no such token: another user's, an unknown one or one revoked already.")
+_NOT_FOUND = error_answer("You have no such token: another user's, an unknown one, one revoked already, or an id "
+                          "that is not a whole number from 1.")
+# deuz_project.middleware.RefuseNulMiddleware answers it, for every path, before any view.
+_NUL_REFUSED = error_answer("A query parameter or the path holds a NUL character.")
+
+
+def path_token_id(raw: str) -> int:
+    """The token id of a URL, or TokenNotFound: routed as any string, so that every id answers this view's JSON
+    404 (a route that did not match would meet the CSRF check of a signed-in session before any JSON answer)."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19:
+        raise TokenNotFound()
+    return int(raw)
 
 
 class _TokensApi(APIView):
@@ -58,6 +69,7 @@ class TokenCollectionApi(_TokensApi):
         parameters=[WWW_AUTHENTICATE],
         responses={
             200: ApiTokenSerializer(many=True),
+            400: _NUL_REFUSED,
             401: UNAUTHENTICATED,
             404: error_answer('A page that does not exist ("Invalid page.").'),
         },
@@ -102,14 +114,15 @@ class TokenDetailApi(_TokensApi):
         parameters=[TOKEN_ID_PATH, WWW_AUTHENTICATE],
         responses={
             204: None,
+            400: _NUL_REFUSED,
             401: UNAUTHENTICATED,
             403: error_answer(f"Refused for {CSRF_REFUSED}."),
             404: _NOT_FOUND,
         },
     )
-    def delete(self, request: Request, id: int) -> Response:  # noqa: A002 (the path's name, as the spec has it)
+    def delete(self, request: Request, id: str) -> Response:  # noqa: A002 (the path's name, as the spec has it)
         try:
-            token_revoke(user=request.user, token_id=id)
+            token_revoke(user=request.user, token_id=path_token_id(id))
         except TokenNotFound as exc:
             raise NotFound(str(exc)) from None
         return Response(status=status.HTTP_204_NO_CONTENT)

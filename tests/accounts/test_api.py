@@ -120,3 +120,16 @@ def test_a_session_post_without_its_csrf_token_is_refused(ada):
     response = create(client)
     assert response.status_code == 403 and not ApiToken.objects.exists()
 
+
+
+@pytest.mark.parametrize("token_id", ["abc", "null,null", "1.5", "-1", "\u0661"])
+def test_an_id_that_is_no_whole_number_is_a_json_404(session_api, token_id):
+    response = session_api.delete(f"/api/tokens/{token_id}/")
+    assert (response.status_code, response["Content-Type"]) == (404, "application/json")
+
+
+def test_a_session_delete_without_its_csrf_token_is_a_json_403_whatever_the_id(ada):
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(ada)
+    response = client.delete("/api/tokens/null,null/")
+    assert (response.status_code, response["Content-Type"]) == (403, "application/json")

@@ -112,3 +112,21 @@ def test_last_used_is_written_at_most_once_a_minute(ada):
     recorded = ApiToken.objects.get().last_used_at
     whoami(client)
     assert ApiToken.objects.get().last_used_at == recorded
+
+
+def test_a_key_reaches_no_log_line_nor_any_query(ada, settings, caplog):
+    import logging
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.DEBUG = True  # Django logs every query, with its parameters, at DEBUG
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="django")
+    with CaptureQueriesContext(connection) as queries:
+        issued = token_create(user=ada, name="ci")
+        whoami(key_client(issued.key, "Bearer"))
+        token_revoke(user=ada, token_id=issued.token.pk)
+        assert refusal(key_client(issued.key))[0] == 401
+    assert len(queries) > 3 and not [query for query in queries if issued.key in query["sql"]]
+    assert issued.token.digest in caplog.text and issued.key not in caplog.text
