@@ -236,16 +236,16 @@ class Follower:
 def api_users(prefix: str = "load") -> dict[str, str]:
     """API tokens of a plain client (starts and follows runs) and a reviewer (decides approvals)."""
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
+    from accounts.services import token_create
     from approvals.services import reviewers_group_ensure
 
     User = get_user_model()
     client, _ = User.objects.get_or_create(username=f"{prefix}-client")
     reviewer, _ = User.objects.get_or_create(username=f"{prefix}-reviewer")
     reviewer.groups.add(reviewers_group_ensure())
-    return {"client": Token.objects.get_or_create(user=client)[0].key,
-            "reviewer": Token.objects.get_or_create(user=reviewer)[0].key}
+    return {"client": token_create(user=client, name=f"{prefix} benchmark").key,
+            "reviewer": token_create(user=reviewer, name=f"{prefix} benchmark").key}
 
 
 #: The environment of the bench's fleets: the bench settings (DEBUG off, the bench agents) and room for every

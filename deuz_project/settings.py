@@ -214,10 +214,12 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    # Sign-in and named, hashed API tokens. rest_framework.authtoken is gone: its clear-text keys were hashed
+    # into accounts' tokens and its table dropped by accounts/migrations/0002_hash_drf_tokens.py.
+    "accounts.apps.AccountsConfig",
     "runs.apps.RunsConfig",
     "approvals.apps.ApprovalsConfig",
     # The demo agents' sandboxes and demo users: nothing of the product depends on it.
@@ -366,11 +368,12 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 
-# Every endpoint needs a user: a session for browsers, `Authorization: Token KEY` for clients.
+# Every endpoint needs a user: a session for browsers, `Authorization: Token KEY` (or `Bearer KEY`) for clients.
 REST_FRAMEWORK = {
-    # Token first: its WWW-Authenticate header makes a missing or bad credential a 401, not a 403.
+    # Tokens first: their WWW-Authenticate header makes a missing or bad credential a 401, not a 403. The SSE view
+    # (runs.api.events) authenticates with these classes too.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

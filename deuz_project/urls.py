@@ -1,13 +1,11 @@
-"""HTTP routes: admin, the site's sign-in, the REST API with its OpenAPI document and docs, the health probe,
-the home page."""
+"""HTTP routes: admin, the site's sign-in and account pages, the REST API with its OpenAPI document and docs, the
+health probe, the home page."""
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from deuz_project import views
-from deuz_project.accounts import SignInView
 from runs.api.schema import SCHEMA_SETTINGS
 from runs.api.events import run_events
 from runs.pages.views import run_live
@@ -18,25 +16,19 @@ handler403 = "deuz_project.views.permission_denied"
 handler404 = "deuz_project.views.page_not_found"
 handler500 = "deuz_project.views.server_error"
 
-# The site's own sign-in for every role (LOGIN_URL); templates/registration/ holds its pages.
-account_patterns = [
-    path("login/", SignInView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
-    path("password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
-]
-
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path("accounts/", include(account_patterns)),
+    # The site's own sign-in for every role (LOGIN_URL) under accounts/, a user's API tokens under account/tokens/.
+    path("", include("accounts.pages.urls")),
     # The stream is an async view (daphne keeps it open), apart from the DRF API.
     path("api/runs/<str:run_id>/events/", run_events, name="run-events"),  # answers its own 405 (JSON)
     path("runs/<str:run_id>/live/", run_live, name="run-live"),
     path("runs/", include("runs.pages.urls")),
     path("console/", include("approvals.console.urls")),
     path("api/", include("runs.api.urls")),
+    path("api/", include("accounts.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(custom_settings=SCHEMA_SETTINGS), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     # Last: any other /api/ path (ending in a slash, so APPEND_SLASH still redirects /api/runs) answers the JSON

@@ -8,8 +8,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
-from rest_framework.authtoken.models import Token
 
+from accounts.services import token_create
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide, role_group_ensure
 from runs.models import Run
@@ -70,6 +70,7 @@ def make_user(username: str, *groups: str, password: str = "not-used", permissio
     return user
 
 
-def token_of(user) -> str:
-    """The key of ``user``'s API token (made on first use), for `Authorization: Token KEY`."""
-    return Token.objects.get_or_create(user=user)[0].key
+def token_of(user, name: str = "tests") -> str:
+    """The key of a new API token of ``user`` (one more on each call: only the digest of a key is kept), for
+    `Authorization: Token KEY`."""
+    return token_create(user=user, name=name).key

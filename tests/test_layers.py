@@ -10,6 +10,7 @@
 - Edges (the wire, execution, presenters, API, pages, admin) may compose every product layer; only they, the
   wiring and the commands may reach the demo app, which is a plugin of the serving command. The management
   commands are entry points, like manage.py: they may start anything, the benchmarks included.
+- The core of accounts (API tokens and their authentication) imports no other app; edges build on it.
 - No two folders or top-level modules of one app import each other, even through others: the folders of an app
   follow its layers, one floor above the other.
 Every import statement counts, wherever it stands in a module, so a function-local import cannot hide.
@@ -27,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 PURE, RUNS_CORE, APPROVALS_CORE, EDGE, DEMO, WIRING, TOOLS, COMMANDS, MIGRATIONS = (
     "pure runtime", "core of runs", "core of approvals", "edge", "demo", "wiring", "tools", "commands", "migrations")
+ACCOUNTS_CORE = "core of accounts"
 
 #: The layer of each folder of an app, by the folder's name. A module at an app's top is the app's core, unless
 #: its name is an edge role.
@@ -38,9 +40,10 @@ FOLDERS = {
     },
     "approvals": {"console": EDGE, "migrations": MIGRATIONS},
     "demo": {"migrations": MIGRATIONS},
+    "accounts": {"api": EDGE, "pages": EDGE, "management": COMMANDS, "migrations": MIGRATIONS},
 }
 #: Each app's own core (its top-level modules' layer); the demo is one layer whatever the module.
-APP_CORE = {"runs": RUNS_CORE, "approvals": APPROVALS_CORE, "demo": DEMO}
+APP_CORE = {"runs": RUNS_CORE, "approvals": APPROVALS_CORE, "demo": DEMO, "accounts": ACCOUNTS_CORE}
 #: Django's and Channels' roles that compose the layers: the admin, app configs, system checks, URL and socket
 #: routes.
 EDGE_ROLES = {"admin", "apps", "checks", "routing", "urls"}
@@ -48,15 +51,17 @@ EDGE_ROLES = {"admin", "apps", "checks", "routing", "urls"}
 PLACES = {"deuz_project": WIRING, "bench": TOOLS, "manage.py": WIRING}
 
 #: What each layer may import, of the apps' layers.
+#: The core of accounts (tokens, their authentication) builds on Django alone; the edges of every app use it.
 MAY_IMPORT = {
     PURE: {PURE},
     RUNS_CORE: {PURE, RUNS_CORE},
     APPROVALS_CORE: {PURE, RUNS_CORE, APPROVALS_CORE},
-    EDGE: {PURE, RUNS_CORE, APPROVALS_CORE, EDGE, DEMO},
-    DEMO: {PURE, RUNS_CORE, APPROVALS_CORE, EDGE, DEMO},
-    WIRING: {PURE, RUNS_CORE, APPROVALS_CORE, EDGE, DEMO, WIRING},
-    TOOLS: {PURE, RUNS_CORE, APPROVALS_CORE, EDGE, DEMO, WIRING, TOOLS},
-    COMMANDS: {PURE, RUNS_CORE, APPROVALS_CORE, EDGE, DEMO, WIRING, TOOLS, COMMANDS},
+    ACCOUNTS_CORE: {ACCOUNTS_CORE},
+    EDGE: {PURE, RUNS_CORE, APPROVALS_CORE, ACCOUNTS_CORE, EDGE, DEMO},
+    DEMO: {PURE, RUNS_CORE, APPROVALS_CORE, ACCOUNTS_CORE, EDGE, DEMO},
+    WIRING: {PURE, RUNS_CORE, APPROVALS_CORE, ACCOUNTS_CORE, EDGE, DEMO, WIRING},
+    TOOLS: {PURE, RUNS_CORE, APPROVALS_CORE, ACCOUNTS_CORE, EDGE, DEMO, WIRING, TOOLS},
+    COMMANDS: {PURE, RUNS_CORE, APPROVALS_CORE, ACCOUNTS_CORE, EDGE, DEMO, WIRING, TOOLS, COMMANDS},
 }
 
 

@@ -1,9 +1,10 @@
-"""Who opens a WebSocket: the session cookie, or ``Authorization: Token KEY`` on the handshake, as on the REST API.
+"""Who opens a WebSocket: the session cookie, or ``Authorization: Token KEY`` (or ``Bearer KEY``) on the handshake,
+as on the REST API.
 
-A browser sends its session cookie; an API client sends its DRF token. The token is checked by Django REST
-framework's own TokenAuthentication, so the socket accepts exactly the tokens the API accepts. A header
-that names the token scheme but does not verify leaves the user anonymous (the consumer closes with 4401),
-as the API answers 401 rather than falling back to the session.
+A browser sends its session cookie; an API client sends its API token. The token is checked by the API's own
+authentication class (accounts.authentication), so the socket accepts exactly the tokens the API accepts. A
+header that names a token scheme but does not verify (unknown, revoked, expired) leaves the user anonymous (the
+consumer closes with 4401), as the API answers 401 rather than falling back to the session.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.contrib.auth.models import AnonymousUser
 from django.db import DataError
 from rest_framework import exceptions
-from rest_framework.authentication import TokenAuthentication
+
+from accounts.authentication import ApiTokenAuthentication
 
 __all__ = ["TokenAuthMiddleware", "TokenOrSessionAuthMiddlewareStack"]
 
@@ -26,18 +28,18 @@ _NO_TOKEN = object()
 
 
 def _token_user(authorization: bytes) -> Any:
-    """The user of an ``Authorization`` header by DRF's rules; _NO_TOKEN when it is not the token scheme."""
+    """The user of an ``Authorization`` header by the API's rules; _NO_TOKEN when it is not a token scheme."""
     header = authorization.decode("latin-1")  # as Django decodes request headers
     request = SimpleNamespace(headers={"authorization": header}, META={"HTTP_AUTHORIZATION": header})
     try:
-        verified = TokenAuthentication().authenticate(request)
+        verified = ApiTokenAuthentication().authenticate(request)
     except exceptions.AuthenticationFailed:
         return AnonymousUser()
     return _NO_TOKEN if verified is None else verified[0]
 
 
 class TokenAuthMiddleware(AuthMiddleware):
-    """Channels' AuthMiddleware, with a DRF token on the handshake taking precedence over the session."""
+    """Channels' AuthMiddleware, with an API token on the handshake taking precedence over the session."""
 
     async def resolve_scope(self, scope: dict) -> None:
         try:

@@ -60,7 +60,7 @@ def test_every_page_runs_under_the_enforced_policy_without_a_violation(serve, ro
         "home": "", "runs": "runs/", "timeline": "runs/csp-1/", "console": "console/",
         "console request": f"console/csp-1/{request.approval_id}/", "404": "runs/no-such-run/",
         "admin": "admin/", "admin runs": "admin/runs/run/", "admin run": f"admin/runs/run/{run.pk}/change/",
-        "admin approval": f"admin/approvals/approvalrequest/{request.pk}/change/",
+        "admin approval": f"admin/approvals/approvalrequest/{request.pk}/change/", "api tokens": "account/tokens/",
     }
     for name, path in pages.items():
         violations[name] = visit(browser, server + path)

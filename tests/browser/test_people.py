@@ -16,6 +16,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from accounts.models import ApiToken
 from approvals.models import ApprovalRequest
 from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP
 from runs.models import Run
@@ -322,6 +323,11 @@ def test_no_page_has_a_serious_accessibility_violation(people, server, browser):
     check("admin-approvals", "/admin/approvals/approvalrequest/", ready="#result_list")
     check("admin-approval", f"/admin/approvals/approvalrequest/{admin_request.pk}/change/", ready="#content")
     check("admin-runs", "/admin/runs/run/", ready="#result_list")
+    check("api-tokens", "/account/tokens/")
+    browser.find_element(By.ID, "id_name").send_keys("axe")
+    browser.find_element(By.CSS_SELECTOR, "main form [type=submit]").click()
+    check("api-token-made", ready=".new-token")
+    check("api-token-revoke", f"/account/tokens/{ApiToken.objects.get(name='axe').pk}/revoke/", ready="section.confirm")
     (ARTIFACTS / "axe-report.json").write_text(json.dumps(report, indent=2))
     assert {name: violations for name, violations in found.items() if violations} == {}
 

@@ -97,4 +97,4 @@ def test_serve_prints_each_demo_login_and_where_it_goes(tmp_path):
     for login, goes_to in zip(logins, ["runs/", "runs/", "console/", "admin/"], strict=True):
         line = next(line for line in printed.splitlines() if f"{login.user.get_username()} / {login.password}" in line)
         assert line.endswith(f"goes to http://127.0.0.1:8123/{goes_to}"), line
-    assert "drf_create_token api-user" in printed
+    assert "manage.py token create api-user --name NAME" in printed

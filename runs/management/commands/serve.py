@@ -103,7 +103,8 @@ class Command(BaseCommand):
                     f"goes to {url}{login.role.goes_to.lstrip('/')}"
                 )
             self.stdout.write(
-                "  An API token for a demo user: .venv/bin/python manage.py drf_create_token api-user"
+                f"  An API token for a demo user: {url}account/tokens/ signed in, or "
+                ".venv/bin/python manage.py token create api-user --name NAME"
             )
         workers = self.embedded_workers
         self.stdout.write(

@@ -17,6 +17,7 @@ from django.db import connections
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import Status, events, from_schema
 
+from accounts.services import token_create
 from tests.factories import make_user, token_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +29,10 @@ MAX_EXAMPLES = 30
 REJECTIONS = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
 
 
-def conformance_config(token: str) -> SchemathesisConfig:
+def conformance_config(token: str, spare_token_id: int = 0) -> SchemathesisConfig:
+    """``token`` authenticates every request; ``spare_token_id``, another token of the same user, is the one
+    ``DELETE /api/tokens/{id}/`` revokes (the coverage phase's id 1 would be ``token`` itself, and every answer
+    after it a 401)."""
     return SchemathesisConfig.from_dict(
         {
             "headers": {"Authorization": f"Token {token}"},
@@ -40,7 +44,8 @@ def conformance_config(token: str) -> SchemathesisConfig:
             "cache": {"enabled": False},
             "request-timeout": 10,
             # The events endpoint tails a queued run for as long as it stays queued: it is cut short.
-            "operations": [{"include-operation-id": "runs_events", "request-timeout": 0.5, "max-stream-events": 5}],
+            "operations": [{"include-operation-id": "runs_events", "request-timeout": 0.5, "max-stream-events": 5},
+                           {"include-operation-id": "tokens_revoke", "parameters": {"path.id": spare_token_id}}],
         }
     )
 
@@ -72,8 +77,9 @@ def failures_of(stream) -> list[str]:
 def test_every_answer_of_the_api_conforms_to_its_openapi_document():
     from deuz_project.asgi import application
 
-    token = token_of(make_user("fuzz"))
-    schema = schemathesis.openapi.from_asgi("/api/schema/", application, config=conformance_config(token))
+    user = make_user("fuzz")
+    token, spare = token_of(user), token_create(user=user, name="revoked by the run").token.pk
+    schema = schemathesis.openapi.from_asgi("/api/schema/", application, config=conformance_config(token, spare))
     try:
         failures = failures_of(from_schema(schema).execute())
     finally:
@@ -97,4 +103,7 @@ def test_the_run_covers_every_operation_of_the_document(django_user_model):
         "GET /api/runs/{run_id}/events/",
         "POST /api/runs/{run_id}/approvals/{approval_id}/",
         "POST /api/runs/{run_id}/cancel/",
+        "GET /api/tokens/",
+        "POST /api/tokens/",
+        "DELETE /api/tokens/{id}/",
     }
