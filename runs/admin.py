@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django import forms
@@ -150,7 +151,7 @@ class RunAdmin(ReadOnlyAdmin):
     list_select_related = ["created_by", "cancelled_by"]
     fields = [
         "run_id", "agent", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
-        "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "retry_at", "retry_attempt",
+        "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "cancel_reason", "retry_at", "retry_attempt",
         "retry_limit", "created_by", "created_at", "updated_at",
     ]
     inlines = [LegInline, EffectInline]
@@ -174,7 +175,7 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Cancel selected runs", permissions=["operate"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        self._each(request, queryset, run_cancel, "cancelled")
+        self._each(request, queryset, partial(run_cancel, user=request.user), "cancelled")
 
     @admin.action(description="Resume selected runs", permissions=["operate"])
     def resume_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
