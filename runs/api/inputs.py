@@ -14,9 +14,9 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.fields import empty
 
+from approvals.errors import ApprovalNotFound
 from runs.agents import agent_names
 from runs.api.messages import MAX_MESSAGES, ClosedSerializer, MessageInputSerializer, StrictCharField
-from approvals.errors import ApprovalNotFound
 from runs.errors import EffectNotFound, RunNotFound
 from runs.models import RUN_ID_VALIDATOR, Run
 
