@@ -17,11 +17,12 @@ from runs.agents import AgentDefinition, LegContext
 from runs.runtime import tool
 from runs.runtime.testing import ScriptedModel
 
-__all__ = ["AGENTS", "PacedModel", "PolicyModel", "approval_agent", "steps_agent", "tail_agent"]
+__all__ = ["AGENTS", "PacedModel", "PolicyModel", "approval_agent", "cancel_agent", "steps_agent", "tail_agent"]
 
 #: name -> factory, added to DEUZ_AGENTS in the fleet's processes and the bench's own.
 AGENTS = {
     "bench-approval": "bench.bench_agents.approval_agent",
+    "bench-cancel": "bench.bench_agents.cancel_agent",
     "bench-steps": "bench.bench_agents.steps_agent",
     "bench-tail": "bench.bench_agents.tail_agent",
 }
@@ -122,3 +123,15 @@ def tail_agent(*, leg: LegContext | None = None) -> AgentDefinition:
                        delay_ms=int(getattr(settings, "DEUZ_BENCH_TAIL_INTERVAL_MS", 100)),
                        lead_ms=int(getattr(settings, "DEUZ_BENCH_TAIL_LEAD_MS", 2000)))
     return AgentDefinition(name="bench-tail", max_steps=1, model=model)
+
+
+def cancel_agent(*, leg: LegContext | None = None) -> AgentDefinition:
+    """One long answer (a word every DEUZ_BENCH_CANCEL_INTERVAL_MS for minutes), then a tool call it never gets to:
+    a leg that is always mid-step when the cancel bench (bench.cancel) cancels it."""
+    text = " ".join(f"w{index}" for index in range(5000))
+    answer = {"content": [{"type": "text", "text": text},
+                          {"type": "tool_call", "tool_name": "act", "input": {"what": "never"}}], "usage": _USAGE}
+    model = ScriptedModel([answer, answer], model_id="bench-cancel", record=False,
+                          delay_ms=int(getattr(settings, "DEUZ_BENCH_CANCEL_INTERVAL_MS", 20)))
+    return AgentDefinition(name="bench-cancel", max_steps=2, model=model,
+                           tools={"act": tool(execute=_act, description="Do it.")})

@@ -34,10 +34,11 @@ class Sizes:
     throughput_concurrency: int = 16
     tail_parts: int = 30
     tail_interval_ms: int = 100
+    cancels: int = 20  # cancel to stop (bench.cancel), per door
 
 
 FULL = Sizes()
-QUICK = Sizes(approvals=10, tail_runs=20, fanout_followers=100, fanout_runs=5, throughput_runs=60)
+QUICK = Sizes(approvals=10, tail_runs=20, fanout_followers=100, fanout_runs=5, throughput_runs=60, cancels=10)
 
 
 def measure(*, sizes: Sizes, redis_url: str, progress: Callable[[str], None], log_dir: Path | None = None) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["table"]
+__all__ = ["cancel_table", "fleet_table", "table"]
 
 
 def _spread(value: dict[str, float], digits: int = 2) -> str:
@@ -133,4 +133,28 @@ def fleet_table(results: dict[str, Any]) -> list[str]:
                 f"| {part['seconds']:.1f} | {part['runs_per_second']:.1f} | {part['steps_per_second']:.0f} "
                 f"| {part['steps_lost']} | {part['steps_repeated']} | {part['journal_gaps']} "
                 f"| {part['runs_with_wrong_steps']} | {'ok' if clean else 'MISSED'} |")
+    return lines
+
+
+def cancel_table(results: dict[str, Any]) -> list[str]:
+    """Markdown lines of cancel to stop (bench.cancel) for every database that ran it."""
+    measured = [(database["label"], database["cancel"]) for database in results["databases"] if database.get("cancel")]
+    if not measured:
+        return []
+    lines = ["", "Cancel to stop: a running leg's cancel, from its answer to the stream's cancelled part at a follower "
+             "(ms; the breakdown is medians from the database's timestamps):", "",
+             "| back end | worker | door, heard by | cancels | p50 | p95 | max | bar | | p95 from the request "
+             "| answer → part written | written → follower | every run cancelled, by |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label, part in measured:
+        for door, figures in part["doors"].items():
+            latency, breakdown = figures["latency_ms"], figures["breakdown_ms"]
+            ended = "yes" if figures["every_run_cancelled"] else "NO"
+            p95, bar = figures["p95_ms"], part["bar_ms"]
+            judged = "ok" if p95 <= bar else _judged(p95, bar)
+            lines.append(
+                f"| {label} | {part['worker']} | {door}, {figures['wake']} | {latency['n']} | {latency['p50']:.1f} "
+                f"| {p95:.1f} | {latency['max']:.1f} | p95 <= {bar:g} "
+                f"| {judged} | {figures['from_request_p95_ms']:.1f} | {breakdown['to_part_written']:.1f} "
+                f"| {breakdown['written_to_follower']:.1f} | {ended}, {', '.join(figures['cancelled_by'])} |")
     return lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django import forms
@@ -19,7 +20,6 @@ from django.utils.html import format_html, format_html_join
 from approvals.roles import approval_is_decidable_by
 from runs.access import effect_is_resolvable_by
 from runs.agents import agent_names
-
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError
 from runs.models import (
     Checkpoint,
@@ -150,8 +150,8 @@ class RunAdmin(ReadOnlyAdmin):
     list_select_related = ["created_by", "cancelled_by"]
     fields = [
         "run_id", "agent", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
-        "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "retry_at", "retry_attempt",
-        "retry_limit", "created_by", "created_at", "updated_at",
+        "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "cancel_reason", "retry_at",
+        "retry_attempt", "retry_limit", "created_by", "created_at", "updated_at",
     ]
     inlines = [LegInline, EffectInline]
     actions = ["cancel_selected", "resume_selected"]
@@ -174,7 +174,7 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Cancel selected runs", permissions=["operate"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        self._each(request, queryset, run_cancel, "cancelled")
+        self._each(request, queryset, partial(run_cancel, user=request.user), "cancelled")
 
     @admin.action(description="Resume selected runs", permissions=["operate"])
     def resume_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:

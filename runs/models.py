@@ -81,6 +81,9 @@ class Run(models.Model):
         help_text="Who cancelled the run (empty for a system or an unknown caller).",
     )
     cancelled_at = models.DateTimeField(null=True, blank=True)
+    cancel_reason = models.CharField(
+        max_length=2000, blank=True, help_text="Why the run was cancelled, as its canceller said (may be empty).",
+    )
     # Retention (`runs prune`): when the run's journal, checkpoints and messages were removed, and its recovery
     # receipt as it stood then (JSON text), so `runs export` still answers.
     pruned_at = models.DateTimeField(null=True, blank=True)

@@ -7,10 +7,14 @@ from functools import partial
 from django.db import transaction
 from django.dispatch import Signal
 
-__all__ = ["run_cancelled", "run_status_changed", "run_status_changed_on_commit"]
+__all__ = ["run_cancelled", "run_journal_ended", "run_status_changed", "run_status_changed_on_commit"]
 
 #: Sent inside run_cancel's transaction with ``run`` and ``user`` (who cancelled, or None).
 run_cancelled = Signal()
+
+#: Sent once a service (not a leg's journal writer) ended a run's journal and its transaction committed, with
+#: ``run_id`` and ``seq`` (the last part's): the wire wakes the run's followers, as a leg's end does.
+run_journal_ended = Signal()
 
 #: Sent after the transaction that changed a run's status committed, with ``run_pk`` (the live pages listen).
 run_status_changed = Signal()

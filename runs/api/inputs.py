@@ -14,9 +14,9 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.fields import empty
 
-from runs.agents import agent_names
-from runs.api.messages import MAX_MESSAGES, MessageInputSerializer, StrictCharField
 from approvals.errors import ApprovalNotFound
+from runs.agents import agent_names
+from runs.api.messages import MAX_MESSAGES, ClosedSerializer, MessageInputSerializer, StrictCharField
 from runs.errors import EffectNotFound, RunNotFound
 from runs.models import RUN_ID_VALIDATOR, Run
 
@@ -27,6 +27,7 @@ __all__ = [
     "MAX_REASON_CHARS",
     "MAX_TOKEN_CHARS",
     "MAX_USERNAME_CHARS",
+    "RunCancelInputSerializer",
     "RunListFilterSerializer",
     "RunStartInputSerializer",
     "path_approval_id",
@@ -129,6 +130,18 @@ class ApprovalDecideInputSerializer(serializers.Serializer):
         default="",
         max_length=MAX_REASON_CHARS,
         help_text="Why; shown to the model with a denial.",
+    )
+
+
+class RunCancelInputSerializer(ClosedSerializer):
+    """The optional body of a cancel; no body at all is a cancel without a reason."""
+
+    reason = StrictCharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=MAX_REASON_CHARS,
+        help_text="Why; recorded with who cancelled, shown on the run's page and in the stream's cancelled part.",
     )
 
 

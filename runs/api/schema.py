@@ -112,14 +112,14 @@ class RunEventsSchemaApi(APIView):
             RUN_ID_PATH,
             OpenApiParameter(
                 "Last-Event-ID",
-                {"type": "string", "pattern": "^(-1|[0-9]+)?$"},
+                {"type": "string", "pattern": "^(-1|[0-9]{1,18})?$"},
                 OpenApiParameter.HEADER,
                 description="The last seq seen; the answer starts at the seq after it. Wins over `cursor`; empty is "
                 "the same as leaving it out.",
             ),
             OpenApiParameter(
                 "cursor",
-                {"type": "integer", "minimum": -1},
+                {"type": "integer", "minimum": -1, "maximum": 999_999_999_999_999_999},  # parse_cursor's 18 digits
                 OpenApiParameter.QUERY,
                 description="As Last-Event-ID, for clients that cannot set headers. -1 (the default) replays all.",
             ),

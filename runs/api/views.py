@@ -28,6 +28,7 @@ from runs.access import CANCEL_EVERY_RUN, VIEW_EVERY_RUN, runs_readable_by
 from runs.api.inputs import (
     ApprovalDecideInputSerializer,
     CheckpointListFilterSerializer,
+    RunCancelInputSerializer,
     RunListFilterSerializer,
     RunStartInputSerializer,
     path_approval_id,
@@ -305,18 +306,26 @@ class RunCancelApi(_Api):
         operation_id="runs_cancel",
         summary="Cancel a run",
         description="No new model calls and no new effects. A queued or suspended run is cancelled at once and "
-        "its pending approvals are superseded; a running leg stops at its next await point. You cancel your own "
+        "its pending approvals are superseded; a running leg stops within a second, between two deltas or steps "
+        "(an effect already started completes its record first). Its stream ends with a `cancelled` part (`by`, "
+        "`reason`) and a finish whose `finish_reason` is `cancelled`. The body is optional. You cancel your own "
         f"runs; cancelling another's needs {CANCEL_EVERY_RUN}.",
-        request=None,
+        request=RunCancelInputSerializer,
         parameters=[RUN_ID_PATH, WWW_AUTHENTICATE],
         responses={
             200: RunDetailSerializer,
+            400: error_answer("Field errors (a reason that is not a string or is too long, an unknown key)."),
             401: UNAUTHENTICATED,
             403: error_answer(f"A run you may read but not cancel, or {CSRF_REFUSED}."),
             404: _NOT_FOUND,
             409: error_answer("The run is completed, failed or cancelled already."),
+            413: _TOO_LARGE,
+            415: _NOT_JSON,
         },
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = run_cancel(run_id=self.run_checked(request, run_id).run_id)
+        run = self.run_checked(request, run_id)
+        serializer = RunCancelInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        run = run_cancel(run_id=run.run_id, user=request.user, **serializer.validated_data)
         return Response(RunDetailSerializer(_run_detail(run), context=_render_context(request)).data)

@@ -27,6 +27,7 @@ from approvals.services import approval_checkpoint_saved
 from approvals.signing import approval_signer
 from runs.agents import AgentDefinition, LegContext, agent_build
 from runs.execution.fault_probe import fault_probe
+from runs.ownership.wakeups import CANCEL_POLL_SECONDS, run_cancel_watch, run_cancels_are_pushed
 from runs.wire.writer import JournalWriter
 from runs.models import Run
 from runs.agents.retries import RetryPlan, model_error_failure, retry_plan, retry_policy_default
@@ -51,7 +52,7 @@ from runs.secrets.redaction import service_secrets
 from runs.selectors import run_latest_checkpoint_row
 from runs.services.lifecycle import (
     Claim,
-    run_cancel_requested,
+    run_cancel_state,
     run_checkpoint_mirror,
     run_checkpoint_mirror_changes,
     run_lease_renew,
@@ -148,6 +149,7 @@ class _Leg:
         self.fault = fault
         self.lost = asyncio.Event()  # another epoch owns the run: write nothing more
         self.signal = asyncio.Event()  # stop the runtime at its next await point
+        self.cancel: dict[str, Any] | None = None  # the run's cancel ({"by", "reason"}) once the leg heard of it
         self.writer = JournalWriter(run_id=claim.run_id, epoch=claim.epoch)
         self.definition: AgentDefinition | None = None
         self.last_parts: list[dict[str, Any]] = []  # the worker's own word on the leg, written before its sentinel
@@ -192,6 +194,7 @@ class _Leg:
             approval_signer=approval_signer(),
             approval_max_age_ms=settings.DEUZ_APPROVAL_MAX_AGE_SECONDS * 1000,
             signal=self.signal,
+            cancellation=lambda: self.cancel,
             effect_ledger=get_store("effects").fenced(run.run_id, claim.epoch, agent=run.agent,
                                                       worker_id=run.worker_id),
             deps=Deps(fault=self.fault, secrets=leg_secrets(), logger=logging.getLogger("deuz.runtime")),
@@ -224,14 +227,13 @@ class _Leg:
         return resume_stream_from_checkpoint(store, run.run_id, approval_responses=verdicts, **options)
 
     async def keep_lease(self) -> None:
-        """Renew the lease at a third of its life; on a lost epoch or a cancel, abort the leg."""
+        """Renew the lease at a third of its life; on a lost epoch, abort the leg."""
         claim = self.claim
         interval = max(settings.DEUZ_LEASE_SECONDS / 3, 0.2)
         while True:
             await asyncio.sleep(interval)
             try:
                 owned = await sync_to_async(run_lease_renew)(run_id=claim.run_id, epoch=claim.epoch)
-                cancel = owned and await sync_to_async(run_cancel_requested)(run_id=claim.run_id)
             except Exception as exc:  # try again; if the lease lapses meanwhile, fencing stops this leg's writes
                 logger.warning("Renewing the lease of %s failed (%s).", claim.run_id, type(exc).__name__)
                 continue
@@ -239,8 +241,37 @@ class _Leg:
                 self.lost.set()
                 self.signal.set()
                 return
-            if cancel:
-                self.signal.set()
+
+    async def check_cancel(self) -> bool:
+        """Read the run's cancel; once there is one, keep it for the runtime's ``cancelled`` part and stop the
+        runtime. True when the leg is cancelled."""
+        state = await sync_to_async(run_cancel_state)(run_id=self.claim.run_id)
+        if state is not None:
+            self.cancel = state
+            self.signal.set()
+        return state is not None
+
+    async def watch_cancel(self) -> None:
+        """Stop the leg as soon as its run is cancelled: woken by this process's cancels and, on PostgreSQL, by
+        NOTIFY (runs.ownership.wakeups), with a read at each wake-up; without a push from other processes, a read
+        every CANCEL_POLL_SECONDS, else one at each lease tick as the net for a lost notification."""
+        heard = asyncio.Event()
+        unregister = run_cancel_watch(self.claim.run_id, heard)
+        try:
+            while True:
+                try:
+                    if await self.check_cancel():
+                        return
+                except Exception as exc:  # read again at the next wake-up or poll
+                    logger.warning("Reading the cancel of %s failed (%s).", self.claim.run_id, type(exc).__name__)
+                wait = max(settings.DEUZ_LEASE_SECONDS / 3, 0.2) if run_cancels_are_pushed() else CANCEL_POLL_SECONDS
+                try:
+                    await asyncio.wait_for(heard.wait(), wait)
+                except TimeoutError:
+                    pass
+                heard.clear()
+        finally:
+            unregister()
 
     async def end_journal(self, flusher: asyncio.Task[None]) -> None:
         """Every leg ends with its sentinel, also a failed one; a stale owner writes nothing."""
@@ -265,7 +296,8 @@ class _Leg:
         previous = row["retry_attempt"] if row else 0
         secrets = leg_secrets()
         if row is not None and row["cancel_requested"]:
-            return "aborted", redact(f"{exc.error_name}: {exc.message}", secrets), None  # it ends cancelled
+            # It ends cancelled, its journal with the cancel's part (run_leg_finish).
+            return "aborted", redact(f"{exc.error_name}: {exc.message}", secrets), None
         plan = retry_plan(exc, policy=policy, previous_attempts=previous, now=timezone.now(), secrets=secrets)
         if plan is None:
             return "error", model_error_failure(exc, policy=policy, previous_attempts=previous, secrets=secrets), None
@@ -306,11 +338,15 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
     leg: the run fails, needs review or goes back to the queue; a cancelled task aborts the leg and re-raises)."""
     leg = _Leg(claim, fault=fault or fault_probe(settings.DEUZ_FAULT))
     keeper = asyncio.create_task(leg.keep_lease())
+    watcher: asyncio.Task[None] | None = None
     flushed = asyncio.Event()
     flusher = asyncio.create_task(leg.writer.run(flushed))
     finish_reason, usage, error, waits = "error", {}, "", ""
     model_error: ModelCallError | None = None
     try:
+        if claim.cancel_requested:  # cancelled while its last owner ran it: the runtime stops before any call
+            await leg.check_cancel()
+        watcher = asyncio.create_task(leg.watch_cancel())
         stream = await leg.start()
         leg.writer.source = stream
         async for _ in stream.full_stream:
@@ -338,6 +374,8 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
         finish_reason, error = "aborted", redact(f"{type(exc).__name__}: {exc}", leg_secrets())
     except asyncio.CancelledError:
         keeper.cancel()
+        if watcher is not None:
+            watcher.cancel()
         flushed.set()
         await leg.end_journal(flusher)
         await leg.close("aborted", {}, "The worker stopped during this leg.")
@@ -347,6 +385,8 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
         error = redact(f"{type(exc).__name__}: {exc}", leg_secrets())
     finally:
         keeper.cancel()
+        if watcher is not None:
+            watcher.cancel()
         flushed.set()
     retry = None
     if model_error is not None:

@@ -1,4 +1,5 @@
-"""The run list's search and filters, validated: an unknown status or a bad date is said, never ignored."""
+"""The run list's search and filters, validated: an unknown status or a bad date is said, never ignored; and the
+run page's cancel form."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from django.utils import timezone
 
 from runs.models import Run
 
-__all__ = ["RunFilterForm"]
+__all__ = ["RunCancelForm", "RunFilterForm"]
+
+
+class RunCancelForm(forms.Form):
+    """The run page's cancel: an optional reason, kept with who cancelled."""
+
+    reason = forms.CharField(label="Reason (optional)", required=False, strip=True,
+                             max_length=Run._meta.get_field("cancel_reason").max_length)
 
 
 class RunFilterForm(forms.Form):

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from runs.access import effect_is_resolvable_by, run_is_cancellable_by, run_is_readable_by, runs_readable_by
 from runs.errors import EffectNotFound, RunNotFound, RunNotResumable
-from runs.pages.forms import RunFilterForm
+from runs.pages.forms import RunCancelForm, RunFilterForm
 from runs.models import Run
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_first_request, run_list_outcome
 from runs.presenters.timeline import run_page_get, run_verdict_list
@@ -84,8 +84,12 @@ def run_cancel_page(request: HttpRequest, run_id: str) -> HttpResponse:
     run = _readable_run(request, run_id)
     if not run_is_cancellable_by(run, user=request.user):
         raise PermissionDenied("Only the run's creator, or an operator allowed to cancel every run, may cancel it.")
+    form = RunCancelForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors["reason"]))
+        return redirect("run-detail", run.run_id)
     try:
-        run_cancel(run_id=run.run_id, user=request.user)
+        run_cancel(run_id=run.run_id, user=request.user, reason=form.cleaned_data["reason"])
     except RunNotResumable as exc:
         messages.error(request, str(exc))
     else:

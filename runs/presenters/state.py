@@ -82,7 +82,8 @@ def _state_by_status(run: Run, legs: list[Leg], effects: list[Effect]) -> _Said:
                 "An operator can queue another leg: manage.py runs resume.")
     if run.status == Status.CANCELLED:
         who = actor_name(run.cancelled_by, "an operator")
-        return ("cancelled", "Cancelled", f"Cancelled by {who}: no new model calls, no new effects.",
+        why = f" (“{run.cancel_reason}”)" if run.cancel_reason else ""
+        return ("cancelled", "Cancelled", f"Cancelled by {who}{why}: no new model calls, no new effects.",
                 "No owner: the run is finished", "None.")
     return _needs_review_state(run, effects)
 
@@ -109,7 +110,7 @@ def _running_state(run: Run, legs: list[Leg], effects: list[Effect]) -> _Said:
     is_unsettled = any(effect.status in {Effect.Status.ATTEMPTED, Effect.Status.UNKNOWN} for effect in effects)
     owner = f"worker {run.worker_id or '-'} (owner epoch {run.owner_epoch})"
     if run.cancel_requested:
-        key, label, why = "cancelling", "Cancelling", "A cancellation was requested; it stops at its next step."
+        key, label, why = "cancelling", "Cancelling", "A cancellation was requested; it stops between two steps."
         action = "None: the run is stopping."
     elif is_unsettled and recovered:
         key, label = "reconciling", "Reconciling"

@@ -119,16 +119,19 @@ def _effect_steps(effect: Effect, agent_path: tuple[str, ...] = ()) -> list[RunS
     return steps
 
 
-def _run_end_steps(run: Run) -> list[RunStep]:
-    """Who cancelled and when, then how the run ended (a suspended or queued run cancelled at once is one step)."""
+def _run_end_steps(run: Run, legs: list[Leg]) -> list[RunStep]:
+    """Who cancelled, why and when, then how the run ended (a suspended or queued run cancelled at once is one
+    step; a running one is the request, then its leg's stop)."""
     steps: list[RunStep] = []
     who = actor_name(run.cancelled_by, "an operator")
     if run.cancelled_at is not None:
-        if run.status == Run.Status.CANCELLED and run.finish_reason == "cancelled":
-            return [RunStep("cancelled", f"Cancelled by {who}", "no new model calls, no new effects",
+        why = f"“{run.cancel_reason}”; " if run.cancel_reason else ""
+        stopped_a_leg = any(leg.ended_at is not None and leg.ended_at >= run.cancelled_at for leg in legs)
+        if run.status == Run.Status.CANCELLED and not stopped_a_leg:
+            return [RunStep("cancelled", f"Cancelled by {who}", f"{why}no new model calls, no new effects",
                             run.cancelled_at)]
         steps.append(RunStep("cancel_requested", f"Cancel requested by {who}",
-                             "the running leg stops at its next step", run.cancelled_at))
+                             f"{why}the running leg stops between two steps", run.cancelled_at))
     if run.status == Run.Status.CANCELLED:
         steps.append(RunStep("cancelled", "Cancelled", "the leg stopped; no new model calls, no new effects",
                              run.updated_at))
@@ -161,7 +164,7 @@ def run_step_list(*, run: Run, requests: list[ApprovalRequest] | None = None, ef
     for leg in legs:
         if leg.finish_reason == "retry":  # its error is "Retry scheduled at ..., attempt k of n: why"
             steps.append(RunStep("retry_scheduled", "Retry scheduled", leg.error, leg.ended_at))
-    steps.extend(_run_end_steps(run))
+    steps.extend(_run_end_steps(run, legs))
     return _in_time_order(steps)
 
 

@@ -493,6 +493,14 @@ class _Operation:
             await self.advance(self.entry["status"], via="stop", note=f"Not attempted: {reason}.")
             raise EffectsStopped(reason)
         self.ctx.deps.fault(FaultPoint.BEFORE_EFFECT)
+        if self.ctx.signal is not None and self.ctx.signal.is_set():
+            raise asyncio.CancelledError  # the leg is aborted: no new effect starts (the engine ends the leg so)
+        # From the attempt's record on, the call and the record of its outcome run to their end whatever happens to
+        # the leg meanwhile: a cancel (or a worker's shutdown) waits for them, so the ledger never says "attempted"
+        # of a call that ended or of one that never started.
+        return await _to_completion(self._attempt_recorded())
+
+    async def _attempt_recorded(self) -> Any:
         # Recording the attempt is a fenced write, and the last one before the tool is called: a worker that
         # lost the run meanwhile (frozen, then taken over) is stopped here, not after calling the tool again.
         attempts = int(self.entry.get("attempts") or 0) + 1
@@ -519,6 +527,25 @@ class _Operation:
         await self.advance(COMMITTED, via="tool", note="The tool returned.", output=output, error="")
         self.ctx.deps.fault(FaultPoint.AFTER_EFFECT_RECORD)
         return await self.settled()
+
+
+async def _to_completion(coroutine: Any) -> Any:
+    """Await ``coroutine`` to its end even when the caller is cancelled meanwhile; that cancel is raised after it
+    (its outcome, recorded by then, is not the caller's any more)."""
+    task = asyncio.ensure_future(coroutine)
+    interrupted = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            interrupted = interrupted or not task.done()
+        except Exception:  # the task ended with it: raised below, unless the caller was cancelled meanwhile
+            pass
+    if interrupted:
+        if not task.cancelled():
+            task.exception()  # retrieved, so it is not reported as lost: the ledger holds the outcome
+        raise asyncio.CancelledError
+    return task.result()
 
 
 def _operation_id(tool: Tool, tool_input: dict[str, Any], ctx: ToolContext) -> str:

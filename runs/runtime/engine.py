@@ -65,6 +65,9 @@ class CallOptions:
     prepare_step: Callable[[PrepareStepContext], Any] | None = None
     max_tool_concurrency: int | None = None
     signal: asyncio.Event | None = None
+    # Asked when ``signal`` stops the loop: a cancel's ``{"by", "reason"}`` ends the call with a ``cancelled`` part
+    # and ``finish_reason == "cancelled"``; None (or no callable) keeps it "aborted" (a lost owner, a shutdown).
+    cancellation: Callable[[], Mapping[str, Any] | None] | None = None
     deps: Deps | None = None
     # Where effectful tools record their operations (runs.runtime.effects); a fresh in-memory one per leg if None.
     effect_ledger: Any = None
@@ -198,7 +201,11 @@ class _StepEngine(ModelCall, ToolPhase, ApprovalGate):
         except _Aborted:
             if self.unaccounted is not None:
                 self._account(self.unaccounted)
-            return self._finish("aborted")
+            cancel = self.o.cancellation() if self.o.cancellation is not None else None
+            if cancel is None:
+                return self._finish("aborted")
+            self.emit({"type": "cancelled", "by": cancel.get("by"), "reason": cancel.get("reason") or ""})
+            return self._finish("cancelled")
 
     async def _run_steps(self, checkpoint: AgentCheckpoint | None) -> GenerateTextResult:
         step = self.start.next_step_index
@@ -241,6 +248,7 @@ class _StepEngine(ModelCall, ToolPhase, ApprovalGate):
         return any(condition(ctx) for condition in self.stop_conditions)
 
     async def _step(self, step: int) -> GenerateTextResult | None:
+        self._stop_if_aborted()
         model, tools, system = await self._prepare(step)
         self.emit({"type": "step-start", "step_index": step})
         text, calls, usage, step_reason = await self._call_model(step, model, tools, system)
@@ -390,6 +398,12 @@ class _StepEngine(ModelCall, ToolPhase, ApprovalGate):
             run_id=self.run_id,
         )
 
+    def _stop_if_aborted(self) -> None:
+        """No new model call once the signal is set, even when nothing awaited since suspended (a model or tool
+        that answers at once gives the signal's watcher no turn)."""
+        if self.o.signal is not None and self.o.signal.is_set():
+            raise _Aborted
+
     async def _abortable(self, coro: Any) -> Any:
         """Run ``coro``, stopping it at its next await point once the abort signal is set."""
         signal = self.o.signal
@@ -408,6 +422,8 @@ class _StepEngine(ModelCall, ToolPhase, ApprovalGate):
             raise
         if work.done():
             watcher.cancel()
+            if work.cancelled() and signal.is_set():  # a tool or an effect refused to start (tool_phase, effects)
+                raise _Aborted
             return work.result()
         work.cancel()
         try:

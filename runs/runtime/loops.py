@@ -23,7 +23,7 @@ async def generate_text(**options: Any) -> GenerateTextResult:
 
     Options: ``model``, ``messages``, ``tools``, ``max_steps`` (default 1), ``system``, ``session``,
     ``approval_responses``, ``approve_tool_call``, ``approval_signer``, ``approval_max_age_ms``,
-    ``stop_when``, ``prepare_step``, ``max_tool_concurrency``, ``signal``, ``deps``.
+    ``stop_when``, ``prepare_step``, ``max_tool_concurrency``, ``signal``, ``cancellation``, ``deps``.
     """
     call = _fresh_call(options)
     return await run_leg(call, await _fresh_start(call))

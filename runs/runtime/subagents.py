@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from .engine import CallOptions, DurableSession, LegStart, SubAgentSuspended, run_leg
@@ -60,6 +61,8 @@ def agent_tool(
         if ctx.store is None or ctx.run_id is None:
             messages = [{"role": "user", "content": prompt}]
             result = await run_leg(CallOptions(**options, messages=messages), LegStart(messages=messages))
+            if result.finish_reason == "aborted":
+                raise asyncio.CancelledError
             if result.finish_reason == "suspended":
                 asked = ", ".join(sorted({r["tool_name"] for r in result.pending_approvals})) or "a client tool"
                 raise SubAgentApprovalUnavailable(
@@ -69,6 +72,8 @@ def agent_tool(
             ctx.report_usage(result.usage)
             return result.text
         result = await _run_durable_child(ctx, name, prompt, options)
+        if result.finish_reason == "aborted":  # the parent's signal: the parent is aborted too, its step unsaved
+            raise asyncio.CancelledError
         if result.finish_reason == "suspended":
             raise SubAgentSuspended(result.pending_approvals, result.usage)
         ctx.report_usage(result.usage)

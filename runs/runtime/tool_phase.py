@@ -166,6 +166,8 @@ class ToolPhase:
             approval=fate.approval,
             denial=fate.denial,
         )
+        if self.o.signal is not None and self.o.signal.is_set():
+            raise asyncio.CancelledError  # no new tool call once the leg is aborted (the engine ends it so)
         try:
             output = await spec.run(call["input"], ctx)
         except SubAgentSuspended as suspension:

@@ -83,8 +83,10 @@ class AgentCheckpoint(TypedDict):
 #: (a refusal), or something else the provider named.
 STEP_FINISH_REASONS = ("stop", "tool-calls", "length", "content-filter", "other")
 
-#: Why a call (one leg) ended; ``length`` and ``content-filter`` are a last step's own reason passed on.
-FINISH_REASONS = ("stop", "length", "content-filter", "suspended", "stop-condition", "max-steps", "aborted", "error")
+#: Why a call (one leg) ended; ``length`` and ``content-filter`` are a last step's own reason passed on;
+#: ``cancelled`` is an abort the caller's ``cancellation`` named a cancel (its ``cancelled`` part says by whom).
+FINISH_REASONS = ("stop", "length", "content-filter", "suspended", "stop-condition", "max-steps", "aborted", "cancelled",
+                  "error")
 
 #: Stream parts are dicts with a kebab-case ``type`` (start, step-start, text-delta, ...).
 StreamPart = dict[str, Any]

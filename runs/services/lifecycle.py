@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -22,18 +23,22 @@ from runs.agents import agent_get
 from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, StaleOwnerError
 from runs.ownership.fencing import OwnerFence
 from runs.models import Leg, Run
-from runs.ownership.wakeups import runs_notify
+from runs.ownership.wakeups import run_cancel_notify, runs_notify
 from runs.agents.retries import RetryPlan
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint, is_sub_agent_key
 from runs.runtime.types import AgentCheckpoint
-from runs.signals import run_cancelled, run_status_changed_on_commit
+from runs.runtime.usage import empty_usage
+from runs.signals import run_cancelled, run_journal_ended, run_status_changed_on_commit
+from runs.stores import get_store
 from runs.stores.ledger import EFFECT_WAIT_FINISH, EFFECTS_STOPPED_FINISH, effect_is_settled, effects_stop_reason
 
 __all__ = [
     "Claim",
     "run_cancel",
     "run_cancel_requested",
+    "run_cancel_state",
+    "run_cancelled_part",
     "run_checkpoint_mirror",
     "run_checkpoint_mirror_changes",
     "run_claim",
@@ -153,6 +158,35 @@ def run_cancel_requested(*, run_id: str) -> bool:
     return Run.objects.filter(run_id=run_id, cancel_requested=True).exists()
 
 
+def run_cancel_state(*, run_id: str) -> dict[str, Any] | None:
+    """The run's cancel as its ``cancelled`` part says it (``{"by", "reason"}``), or None while it has none: what a
+    running leg reads at each of its cancel checks (one indexed read)."""
+    row = (Run.objects.filter(run_id=run_id, cancel_requested=True)
+           .values("cancelled_by__username", "cancel_reason").first())
+    if row is None:
+        return None
+    return {"by": row["cancelled_by__username"], "reason": row["cancel_reason"]}
+
+
+def run_cancelled_part(run: Run) -> dict[str, Any]:
+    """The stream's ``cancelled`` part of ``run``: who cancelled it (a username, or None for the system) and why."""
+    return {"type": "cancelled", "by": run.cancelled_by.get_username() if run.cancelled_by else None,
+            "reason": run.cancel_reason}
+
+
+def _journal_cancelled(run: Run, *, epoch: int | None = None) -> None:
+    """End the run's journal with its ``cancelled`` part and a ``cancelled`` finish, then a sentinel, in the
+    caller's transaction (a cancel no running leg will tell: a queued or suspended run, or a leg that ended
+    otherwise), so a follower reads why the run ended and gets its [DONE]. ``epoch`` fences the write to the
+    leg closing the run; without it the caller holds the run's row lock."""
+    parts = [run_cancelled_part(run), {"type": "finish", "finish_reason": "cancelled", "usage": empty_usage()}]
+    store = get_store("streams")
+    if epoch is not None:
+        store = store.fenced(run.run_id, epoch)
+    last = store.append(run.run_id, parts, end_leg=True)
+    transaction.on_commit(partial(run_journal_ended.send, sender=Run, run_id=run.run_id, seq=last))
+
+
 def run_checkpoint_mirror(saved: SavedCheckpoint) -> None:
     """The run row mirrors its latest root checkpoint's step and cumulative usage (a leg's save hook, inside the
     fenced save). Its status stays: the run becomes suspended when the leg closes, after the journal has every
@@ -202,7 +236,9 @@ def run_leg_finish(
     run.finish_reason = finish_reason
     run.error = error
     run.waits_for_operation = waits_for_operation
-    if finish_reason == "suspended":
+    if finish_reason == "cancelled":  # the runtime stopped the leg for the cancel and streamed its part
+        run.status = Run.Status.CANCELLED
+    elif finish_reason == "suspended":
         if run.cancel_requested:
             run.status = Run.Status.CANCELLED
         elif is_suspension_settled(run):
@@ -230,6 +266,10 @@ def run_leg_finish(
         run.status = Run.Status.COMPLETED
     if run.status == Run.Status.QUEUED:
         run.waits_for_operation = ""
+    if run.status == Run.Status.CANCELLED and finish_reason != "cancelled":
+        # The leg ended otherwise (at its suspension, on a model error...) while the cancel was on its way.
+        run.finish_reason = "cancelled"
+        _journal_cancelled(run, epoch=epoch)
     run.save(update_fields=["lease_expires_at", "worker_id", "finish_reason", "error", "status", "retry_at",
                             "retry_attempt", "retry_limit", "waits_for_operation", "updated_at"])
     if run.status == Run.Status.QUEUED:
@@ -251,20 +291,26 @@ def run_queue_after_verdicts(*, run_pk: int) -> bool:
 
 
 @transaction.atomic
-def run_cancel(*, run_id: str, user: AbstractBaseUser | None = None) -> Run:
-    """Stop the run: no new model call, no new effect. A running leg stops at its next await point. Who and
-    when are recorded; ``run_cancelled`` tells the layers above in the same transaction."""
+def run_cancel(*, run_id: str, user: AbstractBaseUser | None = None, reason: str = "") -> Run:
+    """Stop the run: no new model call, no new effect. A running leg hears of it at once (runs.ownership.wakeups)
+    and stops between two deltas or steps, streaming the ``cancelled`` part; any other run is cancelled here, its
+    journal ended the same way. Who (None for the system), why and when are recorded; ``run_cancelled`` tells the
+    layers above in the same transaction. A ``reason`` longer than the field allows is a ValidationError."""
     run = _run_locked(run_id)
     if run.is_terminal:
         raise RunNotResumable(f"The run is {run.get_status_display().lower()}; there is nothing to cancel.")
+    run.cancel_reason = Run._meta.get_field("cancel_reason").clean(reason or "", run)
     run.cancel_requested = True
     run.cancelled_by = user if user is not None and user.is_authenticated else None
     run.cancelled_at = timezone.now()
     if run.status != Run.Status.RUNNING:
         run.status = Run.Status.CANCELLED
         run.finish_reason = "cancelled"
-    run.save(update_fields=["cancel_requested", "cancelled_by", "cancelled_at", "status", "finish_reason",
-                            "updated_at"])
+        _journal_cancelled(run)
+    else:
+        transaction.on_commit(partial(run_cancel_notify, run.run_id))
+    run.save(update_fields=["cancel_requested", "cancelled_by", "cancelled_at", "cancel_reason", "status",
+                            "finish_reason", "updated_at"])
     run_cancelled.send(sender=Run, run=run, user=run.cancelled_by)
     run_status_changed_on_commit(run_pk=run.pk)
     return run

@@ -1,5 +1,6 @@
 """Live pages: the notices sent to open pages when a run's status or its approval requests change (receivers of
-runs.signals.run_status_changed and approvals.signals.approval_requests_changed, connected by RunsConfig).
+runs.signals.run_status_changed and approvals.signals.approval_requests_changed, connected by RunsConfig); and
+the wake-up of a run's stream followers when a service, not a leg, ended its journal (runs.signals.run_journal_ended).
 Frames name what changed, never its data: a page fetches itself again, through its view's own permission checks.
 
   live.runs          the run list of every signed-in user (each consumer drops runs its user may not read)
@@ -17,9 +18,9 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from runs.models import Run
-from runs.wire.groups import APPROVALS_GROUP, RUNS_GROUP, run_pages_group
+from runs.wire.groups import APPROVALS_GROUP, RUNS_GROUP, run_pages_group, run_stream_group
 
-__all__ = ["approvals_notify", "live_send", "run_status_notify"]
+__all__ = ["approvals_notify", "live_send", "run_status_notify", "run_stream_wake"]
 
 logger = logging.getLogger("deuz.live")
 
@@ -30,10 +31,19 @@ _sending: set[asyncio.Task[None]] = set()
 def live_send(groups: list[str], message: dict[str, Any]) -> None:
     """Send ``message`` to each group; a broken or missing layer costs the live update only, never the write
     that caused it (pages still show the truth on their next load)."""
+    _group_send(groups, {"type": "live.changed", **message})
+
+
+def run_stream_wake(*, run_id: str, seq: int, **kwargs: Any) -> None:
+    """Wake the followers of ``run_id``'s stream as a leg's end does (runs.wire.writer.JournalWriter.notify): its
+    journal ended at ``seq`` (connected to runs.signals.run_journal_ended, sent by a cancel no leg streamed)."""
+    _group_send([run_stream_group(run_id)], {"type": "journal.appended", "seq": seq, "end": True})
+
+
+def _group_send(groups: list[str], message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": "live.changed", **message}
 
     async def send_all() -> None:
         try:

@@ -220,6 +220,15 @@ test("a recovery part drops the partial output of the restarted step only", () =
   assert.equal(transcript.entries.filter((entry) => entry.kind === "notice").length, 1);
 });
 
+test("a cancelled part says who cancelled and why, and its finish reads cancelled", () => {
+  const transcript = emptyTranscript();
+  for (const part of [{ type: "step-start", step_index: 0 }, delta("Look"),
+    { type: "cancelled", by: "olga", reason: "wrong expense" },
+    { type: "finish", finish_reason: "cancelled", usage: {} }]) applyPart(transcript, part);
+  assert.deepEqual(transcript.entries.at(-1), { kind: "notice", step: 0, text: "Cancelled by olga: “wrong expense”." });
+  assert.equal(transcript.status, "cancelled");
+});
+
 test("a step that starts again without a recovery part (no checkpoint yet) replaces what it had shown", () => {
   const transcript = emptyTranscript();
   for (const part of [{ type: "step-start", step_index: 0 }, delta("Let "), delta("me "),

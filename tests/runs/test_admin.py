@@ -254,6 +254,12 @@ def test_cancel_action_cancels_the_run(admin_client, drain_runs):
     assert ApprovalRequest.objects.get(run=run).status == "cancelled"
 
 
+def test_the_cancel_action_records_the_admin_who_cancelled(admin_client, admin_user, drain_runs):
+    run = make_suspended_run(drain_runs).run
+    _post_action(admin_client, Run, "cancel_selected", [run])
+    assert Run.objects.get(pk=run.pk).cancelled_by == admin_user
+
+
 def test_resume_action_queues_a_failed_run(admin_client, paid_run):
     Run.objects.filter(pk=paid_run.pk).update(status="failed")
     _post_action(admin_client, Run, "resume_selected", [paid_run])

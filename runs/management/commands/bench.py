@@ -44,10 +44,12 @@ class Command(BaseCommand):
                             help="Also print a pyinstrument profile of one run's saves replayed on this thread.")
         parser.add_argument("--redis", default=None, metavar="URL",
                             help="Redis for the fleet parts' channel layer (default REDIS_URL).")
-        parser.add_argument("--parts", choices=["all", "core", "fleet"], default="all",
+        parser.add_argument("--parts", choices=["all", "core", "fleet", "cancel"], default="all",
                             help="core: items 1-3 (overhead, growth, resume) in this process; fleet: items 4-6 "
-                                 "(verdict to motion, live tail, fan-out, throughput) with real processes; all (default).")
+                                 "(verdict to motion, live tail, fan-out, throughput) with real processes; cancel: "
+                                 "cancel to stop (daphne and a worker); all (default).")
         for name, help_text in (("approvals", "verdicts measured (50; quick 10)"),
+                                ("cancels", "running legs cancelled through each door (20; quick 10)"),
                                 ("tail-runs", "runs streaming at once in the live tail (100; quick 20)"),
                                 ("fanout-followers", "followers on the one daphne (500; quick 100)"),
                                 ("fanout-runs", "runs the fan-out's followers follow (10; quick 5)"),
@@ -74,7 +76,8 @@ class Command(BaseCommand):
             fleet = self._fleet_sizes(parts, redis, database, sizes)
         with override_settings(DEBUG=False):
             measured = self._measure(quick=quick, steps=steps, repeats=repeats, profile=profile,
-                                     core=parts != "fleet", fleet=fleet, redis=redis or "")
+                                     core=parts in ("all", "core"), fleet=fleet, redis=redis or "",
+                                     cancels=sizes.cancels if parts in ("all", "cancel") else None)
         if child_output:
             Path(child_output).write_text(json.dumps(measured))
             return
@@ -100,18 +103,20 @@ class Command(BaseCommand):
             "repeats": repeats,
             "databases": databases,
         }
-        from bench.report import fleet_table, table
+        from bench.report import cancel_table, fleet_table, table
 
-        self.stdout.write("\n".join((table(results) if parts != "fleet" else []) + fleet_table(results)))
+        self.stdout.write("\n".join((table(results) if parts in ("all", "core") else []) + fleet_table(results)
+                                    + cancel_table(results)))
         for data in databases:
-            self.stdout.write(f"\n{data['label']}: " + "; ".join(data["side"]))
+            if data["side"]:
+                self.stdout.write(f"\n{data['label']}: " + "; ".join(data["side"]))
         self.stdout.write("\n" + probe_line(*results["machine"]["cpu_probe_ms"]))
         Path(output).write_text(json.dumps(results, indent=2) + "\n")
         self.stdout.write(f"\nWrote {output}.")
         if failed:
             raise CommandError(" ".join(failed))
 
-    _SIZE_OPTIONS = ("approvals", "tail_runs", "fanout_followers", "fanout_runs", "throughput_runs")
+    _SIZE_OPTIONS = ("approvals", "cancels", "tail_runs", "fanout_followers", "fanout_runs", "throughput_runs")
 
     def _sizes(self, quick: bool, options: dict) -> Any:
         from dataclasses import replace
@@ -126,7 +131,7 @@ class Command(BaseCommand):
 
     def _fleet_sizes(self, parts: str, redis: str, database: list[str], sizes: Any) -> Any:
         """The fleet parts' sizes when they run: a Redis URL and a PostgreSQL database among those measured."""
-        if parts == "core":
+        if parts in ("core", "cancel"):
             return None
         has_postgres = connection.vendor == "postgresql" or any(url.startswith(("postgres:", "postgresql:"))
                                                                for url in database)
@@ -140,7 +145,7 @@ class Command(BaseCommand):
         return None
 
     def _measure(self, *, quick: bool, steps: int, repeats: int, profile: bool, core: bool = True,
-                 fleet: Any = None, redis: str = "") -> dict:
+                 fleet: Any = None, redis: str = "", cancels: int | None = None) -> dict:
         self._migrated()
         vendor = connection.vendor
         label = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(vendor, vendor)
@@ -159,6 +164,13 @@ class Command(BaseCommand):
             self.stderr.write(f"Measuring {label} with real processes (daphne, workers)...")
             data["fleet"] = fleet_parts.measure(sizes=fleet, redis_url=redis, progress=self.stderr.write)
             data["side"] += _fleet_side(data["fleet"])
+        if cancels is not None:
+            from bench import cancel
+            from deuz_project.database_url import database_url
+
+            self.stderr.write(f"  cancel to stop, {cancels} running legs cancelled through each door...")
+            data["cancel"] = cancel.measure(cancels=cancels, database_url=database_url(), redis_url=redis,
+                                            log_dir=Path(tempfile.mkdtemp(prefix="deuz-bench-cancel-")))
         if warning:
             data["side"].append(warning)
         return data

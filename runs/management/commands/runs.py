@@ -114,6 +114,9 @@ class Command(BaseCommand):
 
         cancel = actions.add_parser("cancel", help="Cancel a run: no new model calls, no new effects.")
         cancel.add_argument("run_id")
+        cancel.add_argument("--reason", default="", help="Why; kept with who cancelled and shown with the run.")
+        cancel.add_argument("--as", "--user", dest="username", metavar="USER",
+                            help="Who cancels it (recorded); without it the cancel is the system's.")
 
         prune = actions.add_parser(
             "prune", help="Remove finished runs' journals, checkpoints and messages, keeping their receipts."
@@ -283,12 +286,13 @@ class Command(BaseCommand):
         run = run_requeue(run_id=run_id)
         self.stdout.write(f"Run {run.run_id} is queued for another leg; a worker will pick it up.")
 
-    def handle_cancel(self, *, run_id: str, **options: Any) -> None:
-        run = run_cancel(run_id=run_id)
+    def handle_cancel(self, *, run_id: str, reason: str, username: str | None, **options: Any) -> None:
+        user = _user_named(username) if username else None
+        run = run_cancel(run_id=run_id, user=user, reason=reason)
         if run.status == Run.Status.CANCELLED:
             self.stdout.write(f"Run {run.run_id} cancelled.")
         else:
-            self.stdout.write(f"Run {run.run_id}: cancellation requested; its running leg stops at its next step.")
+            self.stdout.write(f"Run {run.run_id}: cancellation requested; its running leg stops within a second.")
 
     def _write_evidence(self, effect: Any) -> None:
         """An effect that needs review: its ledger entries (what reconciliation read) and the three controls."""

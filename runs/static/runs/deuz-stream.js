@@ -214,9 +214,14 @@ export function applyPart(transcript, part) {
       entries.push({ kind: "error", step, name: part.error?.name, message: part.error?.message });
       transcript.status = "failed";
       break;
+    case "cancelled": {
+      const reason = part.reason ? `: “${part.reason}”` : "";
+      entries.push({ kind: "notice", step, text: `Cancelled by ${part.by ?? "an operator"}${reason}.` });
+      break;
+    }
     case "finish":
       transcript.finishReason = part.finish_reason;
-      transcript.status = { suspended: "waiting", aborted: "cancelled" }[part.finish_reason] ?? "finished";
+      transcript.status = { suspended: "waiting", aborted: "cancelled", cancelled: "cancelled" }[part.finish_reason] ?? "finished";
       break;
     case "recovery":
       transcript.entries = entries.filter((entry) => entry.step < part.restarted_step_index);

@@ -110,11 +110,18 @@ def test_the_verdict_reason_documents_its_maximum_length(schema):
     assert schema["components"]["schemas"]["ApprovalDecideInput"]["properties"]["reason"]["maxLength"] == 2000
 
 
+def test_the_cancel_reason_documents_its_maximum_length_and_the_body_is_optional(schema):
+    cancel = operation(schema, "post", "/api/runs/{run_id}/cancel/")
+    assert schema["components"]["schemas"]["RunCancelInput"]["properties"]["reason"]["maxLength"] == 2000
+    assert not cancel["requestBody"].get("required", False) and {"400", "413", "415"} <= set(cancel["responses"])
+
+
 def test_the_events_endpoint_is_documented_as_a_text_event_stream(schema):
     events = operation(schema, "get", "/api/runs/{run_id}/events/")
     assert set(events["responses"]["200"]["content"]) == {"text/event-stream"}
     assert parameter(events, "Last-Event-ID")["in"] == "header"
-    assert parameter(events, "cursor")["schema"] == {"type": "integer", "minimum": -1}
+    # The cursor's bounds are those parse_cursor reads: from -1 to 18 digits.
+    assert parameter(events, "cursor")["schema"] == {"type": "integer", "minimum": -1, "maximum": 10**18 - 1}
     assert {"400", "401"} <= set(events["responses"])
 
 

@@ -82,4 +82,4 @@ def test_cancelling_a_running_run_stops_it_before_its_next_model_call(workers):
     wait_until(lambda: status("cancel-1") == "cancelled", what="the leg to stop")
     run = Run.objects.get(run_id="cancel-1")
     # The first step streams slowly; it was interrupted, so no step closed and no approval was asked.
-    assert (run.finish_reason, run.step_index, run.approval_requests.count()) == ("aborted", -1, 0)
+    assert (run.finish_reason, run.step_index, run.approval_requests.count()) == ("cancelled", -1, 0)

@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from approvals.models import ApprovalRequest
 from runs.models import Run
 from tests.commands import runs_cli
-from tests.factories import make_paid_run, make_queued_run, make_suspended_run
+from tests.factories import make_paid_run, make_queued_run, make_suspended_run, make_user
 
 
 @pytest.fixture
@@ -117,6 +117,38 @@ def test_resume_of_a_completed_run_is_refused(paid_run):
 def test_cancel_cancels_a_suspended_run(suspended_run):
     runs_cli("cancel", "r-wait")
     assert Run.objects.get(run_id="r-wait").status == "cancelled"
+
+
+def _journal(run_id: str) -> list[dict]:
+    from runs.models import JournalEntry
+
+    rows = JournalEntry.objects.filter(run__run_id=run_id, is_sentinel=False).order_by("seq")
+    return [row.decoded_part for row in rows]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_records_the_user_it_is_given_and_the_reason():
+    make_queued_run("r1")
+    operator = make_user("opal")
+    runs_cli("cancel", "r1", "--as", "opal", "--reason", "Duplicate run.")
+    run = Run.objects.get(run_id="r1")
+    assert (run.status, run.cancelled_by, run.cancel_reason) == ("cancelled", operator, "Duplicate run.")
+    assert _journal("r1")[0] == {"type": "cancelled", "by": "opal", "reason": "Duplicate run."}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_without_a_user_cancels_as_the_system():
+    make_queued_run("r1")
+    runs_cli("cancel", "r1")
+    assert _journal("r1")[0] == {"type": "cancelled", "by": None, "reason": ""}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_refuses_a_user_that_does_not_exist_and_cancels_nothing():
+    make_queued_run("r1")
+    with pytest.raises(CommandError, match="No user named"):
+        runs_cli("cancel", "r1", "--as", "nobody")
+    assert Run.objects.get(run_id="r1").status == "queued"
 
 
 # -------------------------------------------------------------------- export

@@ -4,6 +4,7 @@ approvals inside the parent's story; a step's noisy records grouped under it."""
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from runs.models import Effect, Leg, Run
@@ -40,8 +41,11 @@ def test_a_cancelled_suspended_run_says_who_cancelled_it_and_when_in_order(suppo
 def test_a_running_run_cancelled_shows_the_request_then_the_stop(support, start, users):
     start("r2")
     Run.objects.filter(run_id="r2").update(status="running")
+    leg = Leg.objects.create(run=Run.objects.get(run_id="r2"), number=1, kind="start", owner_epoch=1, worker_id="w")
     run_cancel(run_id="r2", user=users["superuser"])
-    Run.objects.filter(run_id="r2").update(status="cancelled")  # the leg stopped at its next await
+    # The leg stopped between two deltas, after the cancel.
+    Leg.objects.filter(pk=leg.pk).update(ended_at=timezone.now(), finish_reason="cancelled")
+    Run.objects.filter(run_id="r2").update(status="cancelled", finish_reason="cancelled")
     html = support.get("/runs/r2/").content.decode()
     assert step_kinds(html) == ["cancel_requested", "cancelled"]
     assert "Cancel requested by root" in steps_text(html)
@@ -53,6 +57,23 @@ def test_a_cancelled_runs_unanswered_call_says_no_result_will_come(support, susp
     html = support.get("/runs/r1/").content.decode()
     assert '<p class="call-pending">No result: the run was cancelled before this call returned.</p>' in html
     assert "No result yet." not in html
+
+
+def test_the_cancel_form_records_who_cancelled_and_why_and_the_page_names_both(browser_for, suspended, users):
+    owner = browser_for("owner")
+    owner.post("/runs/r1/cancel/", {"reason": "Paid twice already"})
+    run = Run.objects.get(run_id="r1")
+    html = owner.get("/runs/r1/").content.decode()
+    assert (run.status, run.cancelled_by, run.cancel_reason) == ("cancelled", users["owner"], "Paid twice already")
+    assert "<dt>Cancelled by</dt><dd>olga, " in html
+    assert '<dd class="cancel-reason">Paid twice already</dd>' in html
+
+
+def test_a_cancel_forms_reason_too_long_is_said_and_cancels_nothing(browser_for, suspended):
+    owner = browser_for("owner")
+    response = owner.post("/runs/r1/cancel/", {"reason": "x" * 2001}, follow=True)
+    assert Run.objects.get(run_id="r1").status == "suspended"
+    assert "at most 2000 characters" in response.content.decode()
 
 
 def test_the_run_page_names_the_canceller_in_its_summary(support, suspended, users):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+
 import pytest
 
 from runs.runtime import Deps, Effect, agent_tool, generate_text, tool
@@ -223,6 +226,45 @@ async def test_a_stale_owner_cannot_write_the_ledger(provider, ledger, store):
     with pytest.raises(OwnershipLostError):
         await pay(provider, stale, store)
     assert (provider.calls, entry(ledger)) == ([], None)
+
+
+# ------------------------------------------------------------------ a cancel
+
+
+async def test_a_cancel_during_an_effect_waits_for_its_outcome_to_be_recorded(provider, ledger, store):
+    signal, paying, released = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def slow_pay(tool_input, ctx):
+        paying.set()
+        await released.wait()  # the provider takes its time; the cancel comes meanwhile
+        return provider.pay(tool_input, ctx)
+
+    async def cancel_then_release():
+        await paying.wait()
+        signal.set()
+        await asyncio.sleep(0.05)  # the leg's abort is under way; the payment has not answered yet
+        released.set()
+
+    pay_tool = dataclasses.replace(provider.pay_tool(), execute=slow_pay)
+    canceller = asyncio.create_task(cancel_then_release())
+    result = await pay(provider, ledger, store, pay_tool=pay_tool, signal=signal,
+                       cancellation=lambda: {"by": "olga", "reason": ""})
+    await canceller
+    assert (result.finish_reason, provider.calls, entry(ledger)["status"]) == ("cancelled", ["r1:call-1"], "verified")
+
+
+async def test_a_cancel_that_comes_with_the_models_decision_starts_no_effect(provider, ledger, store):
+    signal = asyncio.Event()
+    decide = paying_model().responses[0]
+
+    def decide_then_cancel(request):
+        signal.set()  # the model answers at once: no await gave the signal's watcher a turn before the tool phase
+        return decide(request)
+
+    model = ScriptedModel([decide_then_cancel, decide])
+    result = await pay(provider, ledger, store, model=model, signal=signal,
+                       cancellation=lambda: {"by": None, "reason": ""})
+    assert (result.finish_reason, provider.calls, entry(ledger)) == ("cancelled", [], None)
 
 
 # ------------------------------------------------------------------ the stop switch

@@ -212,6 +212,43 @@ async def test_an_aborted_stream_ends_with_an_aborted_finish_part():
     assert parts[-1]["type"] == "finish" and parts[-1]["finish_reason"] == "aborted"
 
 
+async def test_an_abort_its_caller_names_a_cancel_ends_with_a_cancelled_part_then_a_cancelled_finish():
+    signal = asyncio.Event()
+    model = ScriptedModel([says("one two three four")], delay_ms=1)
+    cancel = {"by": "olga", "reason": "wrong expense"}
+    stream = stream_chat(model=model, messages=user("go"), signal=signal, cancellation=lambda: cancel)
+    parts = []
+    async for part in stream.full_stream:
+        parts.append(part)
+        if part["type"] == "text-delta":
+            signal.set()  # between two deltas
+    assert parts[-2:] == [{"type": "cancelled", "by": "olga", "reason": "wrong expense"},
+                          {"type": "finish", "finish_reason": "cancelled", "usage": parts[-1]["usage"]}]
+    assert [part["text"] for part in parts if part["type"] == "text-delta"] == ["one "]
+
+
+async def test_an_abort_that_is_no_cancel_stays_aborted_with_no_cancelled_part():
+    signal = asyncio.Event()
+    signal.set()
+    stream = stream_chat(model=ScriptedModel([says("never")]), messages=user("go"), signal=signal,
+                         cancellation=lambda: None)
+    parts = await collect(stream.full_stream)
+    assert "cancelled" not in types(parts) and parts[-1]["finish_reason"] == "aborted"
+
+
+async def test_a_cancelled_call_asks_the_model_nothing_more():
+    signal = asyncio.Event()
+
+    async def cancelling(tool_input, ctx):
+        signal.set()
+        return "done"
+
+    model = ScriptedModel([calls(call("cancelling", "c1")), says("never asked")])
+    result = await generate_text(model=model, messages=user("go"), tools={"cancelling": tool(execute=cancelling)},
+                                 max_steps=3, signal=signal, cancellation=lambda: {"by": None, "reason": ""})
+    assert (result.finish_reason, model.calls) == ("cancelled", 1)
+
+
 async def test_cancelling_the_call_saves_no_checkpoint_for_the_interrupted_step():
     store = RecordingStore()
     started = asyncio.Event()
