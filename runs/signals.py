@@ -7,10 +7,23 @@ from functools import partial
 from django.db import transaction
 from django.dispatch import Signal
 
-__all__ = ["run_cancelled", "run_status_changed", "run_status_changed_on_commit"]
+__all__ = [
+    "effect_needs_review",
+    "run_cancelled",
+    "run_leg_closed",
+    "run_status_changed",
+    "run_status_changed_on_commit",
+]
 
 #: Sent inside run_cancel's transaction with ``run`` and ``user`` (who cancelled, or None).
 run_cancelled = Signal()
+
+#: Sent inside run_leg_finish's transaction with ``run``, saved in the status the leg's end gave it (a receiver's
+#: writes, such as notifications' outbox, commit or roll back with the change).
+run_leg_closed = Signal()
+
+#: Sent inside the effect ledger's transaction that moved an effect to needs_review, with ``effect``.
+effect_needs_review = Signal()
 
 #: Sent after the transaction that changed a run's status committed, with ``run_pk`` (the live pages listen).
 run_status_changed = Signal()
