@@ -112,7 +112,7 @@ class RunEventsSchemaApi(APIView):
             RUN_ID_PATH,
             OpenApiParameter(
                 "Last-Event-ID",
-                {"type": "string", "pattern": "^(-1|[0-9]+)?$"},
+                {"type": "string", "pattern": "^(-1|[0-9]{1,18})?$"},
                 OpenApiParameter.HEADER,
                 description="The last seq seen; the answer starts at the seq after it. Wins over `cursor`; empty is "
                 "the same as leaving it out.",
