@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from approvals.roles import REVIEWERS_GROUP, ROLE_PERMISSIONS
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
-from approvals.signals import approval_requests_changed_on_commit
+from approvals.signals import approval_decided, approval_requested, approval_requests_changed_on_commit
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_state, approval_suspension_is_settled
 from approvals.signing import approval_signer
@@ -101,7 +101,9 @@ def approval_requests_record(*, revision: Checkpoint, requests: list[dict[str, A
             )
         )
     approval_requests_changed_on_commit(run_pk=run_pk)
-    return ApprovalRequest.objects.bulk_create(rows)
+    rows = ApprovalRequest.objects.bulk_create(rows)
+    approval_requested.send(sender=ApprovalRequest, requests=rows)
+    return rows
 
 
 def approval_requests_mark_used(*, after: Checkpoint) -> int:
@@ -140,6 +142,7 @@ def approval_decide(
             request.status = ApprovalRequest.Status.EXPIRED
             request.save(update_fields=["status"])
             _queue_when_settled(run, request.revision_id)
+            approval_decided.send(sender=ApprovalRequest, request=request)
             expired = True
         elif request.status != ApprovalRequest.Status.PENDING:
             raise ApprovalNotDecidable(f"This request is {request.get_status_display().lower()}.", status=request.status)
@@ -151,6 +154,7 @@ def approval_decide(
             request.full_clean()
             request.save()
             _queue_when_settled(run, request.revision_id)
+            approval_decided.send(sender=ApprovalRequest, request=request)
         approval_requests_changed_on_commit(run_pk=run.pk)
     if expired:  # raised after commit, so the expiry itself is kept
         raise ApprovalNotDecidable("This request expired before it was decided.", status=ApprovalRequest.Status.EXPIRED)
@@ -185,5 +189,7 @@ def approval_expire_due() -> int:
             ):
                 count += 1
                 _queue_when_settled(request.run, request.revision_id)
+                request.status = ApprovalRequest.Status.EXPIRED
+                approval_decided.send(sender=ApprovalRequest, request=request)
                 approval_requests_changed_on_commit(run_pk=request.run_id)
     return count

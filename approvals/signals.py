@@ -7,7 +7,14 @@ from functools import partial
 from django.db import transaction
 from django.dispatch import Signal
 
-__all__ = ["approval_requests_changed", "approval_requests_changed_on_commit"]
+__all__ = ["approval_decided", "approval_requested", "approval_requests_changed", "approval_requests_changed_on_commit"]
+
+#: Sent inside the transaction that recorded a suspension's new requests, with ``requests`` (the rows); a
+#: receiver's writes (notifications' outbox) commit or roll back with them.
+approval_requested = Signal()
+
+#: Sent inside the transaction that decided a request (approved, denied, or expired undecided), with ``request``.
+approval_decided = Signal()
 
 #: Sent after the transaction that changed a run's approval requests (recorded, decided, expired, withdrawn,
 #: used) committed, with ``run_pk``.

@@ -126,6 +126,19 @@ DEUZ_APPROVAL_MAX_AGE_SECONDS = env_int("DEUZ_APPROVAL_MAX_AGE_SECONDS", default
 # The demo agents' pause between text deltas, so streaming is visible in a browser.
 DEUZ_DEMO_DELAY_MS = env_int("DEUZ_DEMO_DELAY_MS", default=20, minimum=0)
 
+# Webhooks (notifications): a delivery that did not get a 2xx answer within 10 s is retried after this many
+# seconds, each next retry waiting twice as long, for at least 24 hours.
+DEUZ_WEBHOOK_RETRY_BASE_SECONDS = env_float("DEUZ_WEBHOOK_RETRY_BASE_SECONDS", default=30.0, positive=True)
+
+# With DEBUG off, webhooks go to public addresses only; 1 also allows loopback, link-local and private ones (a
+# receiver on the same network).
+DEUZ_WEBHOOK_ALLOW_PRIVATE = env_bool("DEUZ_WEBHOOK_ALLOW_PRIVATE", default=False)
+
+# With DEBUG on, webhooks go to loopback addresses only, so a development install never sends a request anywhere
+# else. Read from DEBUG as the process started, since the test runner turns DEBUG off for each test and the test
+# suite must stay on the loopback as well (notifications.addresses).
+DEUZ_WEBHOOK_LOOPBACK_ONLY = DEBUG
+
 # Fernet keys (comma-separated) that encrypt checkpoint contents at rest; the first encrypts, all decrypt,
 # so a new key goes first and old ones stay until nothing sealed with them is left. Unset: stored plain.
 DEUZ_ENCRYPTION_KEYS = env_fernet_keys("DEUZ_ENCRYPTION_KEYS")
@@ -222,6 +235,8 @@ INSTALLED_APPS = [
     "accounts.apps.AccountsConfig",
     "runs.apps.RunsConfig",
     "approvals.apps.ApprovalsConfig",
+    # Webhook subscriptions and the outbox that delivers them.
+    "notifications.apps.NotificationsConfig",
     # The demo agents' sandboxes and demo users: nothing of the product depends on it.
     "demo.apps.DemoConfig",
 ]
@@ -406,6 +421,8 @@ SPECTACULAR_SETTINGS = {
         "EffectStatusEnum": "runs.models.Effect.Status",
         "ApprovalStatusEnum": "approvals.models.ApprovalRequest.Status",
         "CheckpointStatusEnum": ["running", "suspended", "completed"],
+        "WebhookEventTypeEnum": "notifications.models.EventType",
+        "WebhookDeliveryStatusEnum": "notifications.models.OutboxMessage.Status",
     },
 }
 

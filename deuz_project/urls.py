@@ -27,6 +27,7 @@ urlpatterns = [
     path("runs/<str:run_id>/live/", run_live, name="run-live"),
     path("runs/", include("runs.pages.urls")),
     path("console/", include("approvals.console.urls")),
+    path("api/webhooks/", include("notifications.api.urls")),
     path("api/", include("runs.api.urls")),
     path("api/", include("accounts.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(custom_settings=SCHEMA_SETTINGS), name="schema"),

@@ -7,7 +7,14 @@ from functools import partial
 from django.db import transaction
 from django.dispatch import Signal
 
-__all__ = ["run_cancelled", "run_journal_ended", "run_status_changed", "run_status_changed_on_commit"]
+__all__ = [
+    "effect_needs_review",
+    "run_cancelled",
+    "run_journal_ended",
+    "run_leg_closed",
+    "run_status_changed",
+    "run_status_changed_on_commit",
+]
 
 #: Sent inside run_cancel's transaction with ``run`` and ``user`` (who cancelled, or None).
 run_cancelled = Signal()
@@ -15,6 +22,13 @@ run_cancelled = Signal()
 #: Sent once a service (not a leg's journal writer) ended a run's journal and its transaction committed, with
 #: ``run_id`` and ``seq`` (the last part's): the wire wakes the run's followers, as a leg's end does.
 run_journal_ended = Signal()
+
+#: Sent inside run_leg_finish's transaction with ``run``, saved in the status the leg's end gave it (a receiver's
+#: writes, such as notifications' outbox, commit or roll back with the change).
+run_leg_closed = Signal()
+
+#: Sent inside the effect ledger's transaction that moved an effect to needs_review, with ``effect``.
+effect_needs_review = Signal()
 
 #: Sent after the transaction that changed a run's status committed, with ``run_pk`` (the live pages listen).
 run_status_changed = Signal()

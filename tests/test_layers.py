@@ -6,7 +6,9 @@
 - runs/runtime/ is pure: it imports no Django and nothing of the apps (a fresh-interpreter check is in
   tests/runs/runtime/test_purity.py).
 - The core of runs imports nothing from approvals, from runs' edges or from the demo: approvals and the edges
-  build on runs, never the reverse. The core of approvals builds on the core of runs only.
+  build on runs, never the reverse. The core of approvals builds on the core of runs only. The core of
+  notifications (its top-level modules and its delivery) builds on the cores of runs and approvals; what each
+  change publishes renders the runs API's JSON, so it is an edge (notifications/publishing).
 - Edges (the wire, execution, presenters, API, pages, admin) may compose every product layer; only they, the
   wiring and the commands may reach the demo app, which is a plugin of the serving command. The management
   commands are entry points, like manage.py: they may start anything, the benchmarks included.
@@ -29,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 PURE, RUNS_CORE, APPROVALS_CORE, EDGE, DEMO, WIRING, TOOLS, COMMANDS, MIGRATIONS = (
     "pure runtime", "core of runs", "core of approvals", "edge", "demo", "wiring", "tools", "commands", "migrations")
 ACCOUNTS_CORE = "core of accounts"
+NOTIFICATIONS_CORE = "core of notifications"
 
 #: The layer of each folder of an app, by the folder's name. A module at an app's top is the app's core, unless
 #: its name is an edge role.
@@ -39,11 +42,14 @@ FOLDERS = {
         "management": COMMANDS, "migrations": MIGRATIONS,
     },
     "approvals": {"console": EDGE, "migrations": MIGRATIONS},
+    "notifications": {"delivery": NOTIFICATIONS_CORE, "publishing": EDGE, "api": EDGE, "management": COMMANDS,
+                      "migrations": MIGRATIONS},
     "demo": {"migrations": MIGRATIONS},
     "accounts": {"api": EDGE, "pages": EDGE, "management": COMMANDS, "migrations": MIGRATIONS},
 }
 #: Each app's own core (its top-level modules' layer); the demo is one layer whatever the module.
-APP_CORE = {"runs": RUNS_CORE, "approvals": APPROVALS_CORE, "demo": DEMO, "accounts": ACCOUNTS_CORE}
+APP_CORE = {"runs": RUNS_CORE, "approvals": APPROVALS_CORE, "notifications": NOTIFICATIONS_CORE, "demo": DEMO,
+            "accounts": ACCOUNTS_CORE}
 #: Django's and Channels' roles that compose the layers: the admin, app configs, system checks, URL and socket
 #: routes.
 EDGE_ROLES = {"admin", "apps", "checks", "routing", "urls"}
@@ -52,16 +58,18 @@ PLACES = {"deuz_project": WIRING, "bench": TOOLS, "manage.py": WIRING}
 
 #: What each layer may import, of the apps' layers.
 #: The core of accounts (tokens, their authentication) builds on Django alone; the edges of every app use it.
+_CORES = {PURE, RUNS_CORE, APPROVALS_CORE, NOTIFICATIONS_CORE, ACCOUNTS_CORE}
 MAY_IMPORT = {
     PURE: {PURE},
     RUNS_CORE: {PURE, RUNS_CORE},
     APPROVALS_CORE: {PURE, RUNS_CORE, APPROVALS_CORE},
     ACCOUNTS_CORE: {ACCOUNTS_CORE},
-    EDGE: {PURE, RUNS_CORE, APPROVALS_CORE, ACCOUNTS_CORE, EDGE, DEMO},
-    DEMO: {PURE, RUNS_CORE, APPROVALS_CORE, ACCOUNTS_CORE, EDGE, DEMO},
-    WIRING: {PURE, RUNS_CORE, APPROVALS_CORE, ACCOUNTS_CORE, EDGE, DEMO, WIRING},
-    TOOLS: {PURE, RUNS_CORE, APPROVALS_CORE, ACCOUNTS_CORE, EDGE, DEMO, WIRING, TOOLS},
-    COMMANDS: {PURE, RUNS_CORE, APPROVALS_CORE, ACCOUNTS_CORE, EDGE, DEMO, WIRING, TOOLS, COMMANDS},
+    NOTIFICATIONS_CORE: {PURE, RUNS_CORE, APPROVALS_CORE, NOTIFICATIONS_CORE},
+    EDGE: {*_CORES, EDGE, DEMO},
+    DEMO: {*_CORES, EDGE, DEMO},
+    WIRING: {*_CORES, EDGE, DEMO, WIRING},
+    TOOLS: {*_CORES, EDGE, DEMO, WIRING, TOOLS},
+    COMMANDS: {*_CORES, EDGE, DEMO, WIRING, TOOLS, COMMANDS},
 }
 
 

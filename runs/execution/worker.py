@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from approvals.services import approval_expire_due
+from notifications.delivery.drain import outbox_deliver_forever
 from runs.execution.fault_probe import fault_probe
 from runs.execution.legs import leg_execute
 from runs.ownership.wakeups import runs_listen, runs_wake_register
@@ -50,6 +51,11 @@ class Worker:
         wake = asyncio.Event()
         listener = asyncio.create_task(runs_listen(wake)) if connection.vendor == "postgresql" else None
         unregister = runs_wake_register(wake)  # this process's own commits (embedded workers; SQLite has no NOTIFY)
+        # The outbox's webhooks are delivered beside the legs, so a slow receiver never delays a claim.
+        deliveries = asyncio.create_task(
+            outbox_deliver_forever(worker_id=self.worker_id, stopping=self.stopping, fault=self.fault),
+            name="outbox-deliveries",
+        )
         sweep_every, since_sweep = 10, 10
         while not self.stopping.is_set():
             since_sweep += 1
@@ -80,6 +86,9 @@ class Worker:
         unregister()
         if listener is not None:
             listener.cancel()
+        await asyncio.wait([deliveries], timeout=2)  # an attempt under way may finish; else its lease lapses
+        deliveries.cancel()
+        await asyncio.gather(deliveries, return_exceptions=True)
         for task in list(self.active.values()):
             task.cancel()
         await asyncio.gather(*self.active.values(), return_exceptions=True)

@@ -21,3 +21,4 @@ class FaultPoint(StrEnum):
     AFTER_STEP_CHECKPOINT = "after-step-checkpoint"
     MID_STREAM = "mid-stream"  # after some text deltas of a step
     AFTER_SUSPEND = "after-suspend"  # approval requests stored, run suspended
+    BEFORE_OUTBOX_DELIVERY = "before-outbox-delivery"  # outbox messages (webhooks) are due, none claimed yet

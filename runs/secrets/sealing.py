@@ -87,4 +87,4 @@ def seal_text(text: str) -> str:
 def unseal_text(stored: str) -> str:
     if not stored.startswith(_SEALED_TEXT):
         return stored  # written in the clear (no keys then); JSON never starts with "f:"
-    return unseal(_FERNET + stored[len(_SEALED_TEXT):].encode("ascii"))
+    return unseal(_FERNET + stored[len(_SEALED_TEXT):].encode("ascii")).decode()

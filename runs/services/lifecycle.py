@@ -28,9 +28,13 @@ from runs.agents.retries import RetryPlan
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint, is_sub_agent_key
 from runs.runtime.types import AgentCheckpoint
+<<<<<<< HEAD
 from runs.runtime.usage import empty_usage
 from runs.signals import run_cancelled, run_journal_ended, run_status_changed_on_commit
 from runs.stores import get_store
+=======
+from runs.signals import run_cancelled, run_leg_closed, run_status_changed_on_commit
+>>>>>>> h3
 from runs.stores.ledger import EFFECT_WAIT_FINISH, EFFECTS_STOPPED_FINISH, effect_is_settled, effects_stop_reason
 
 __all__ = [
@@ -272,6 +276,7 @@ def run_leg_finish(
         _journal_cancelled(run, epoch=epoch)
     run.save(update_fields=["lease_expires_at", "worker_id", "finish_reason", "error", "status", "retry_at",
                             "retry_attempt", "retry_limit", "waits_for_operation", "updated_at"])
+    run_leg_closed.send(sender=Run, run=run)
     if run.status == Run.Status.QUEUED:
         transaction.on_commit(runs_notify)
     run_status_changed_on_commit(run_pk=run.pk)

@@ -22,6 +22,7 @@ from runs.ownership.fencing import OwnerFence
 from runs.ownership.wakeups import runs_notify
 from runs.runtime.effects import EFFECTS_STOPPED_REASON, effect_advance_check
 from runs.runtime.exceptions import EffectStateChanged
+from runs.signals import effect_needs_review
 from runs.stores.dispatch import dispatch
 
 __all__ = [
@@ -208,6 +209,8 @@ class DatabaseEffectLedger:
             if effect.run_id == run_pk:  # another run's events leave the entry as its opener wrote it
                 effect_apply(effect, status, epoch=self.epoch, changes=changes or {})
                 effect.save()
+                if moves and status == Effect.Status.NEEDS_REVIEW:
+                    effect_needs_review.send(sender=Effect, effect=effect)
                 if moves and status in SETTLED:
                     effect_waiters_queue(operation_id, opener_pk=run_pk)
             self._record(effect, expected, status, via=via, note=note, evidence=evidence)

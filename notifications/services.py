@@ -1,0 +1,188 @@
+"""Writes for notifications: webhook subscriptions, events into the outbox, and the attempts that deliver them.
+
+An event is recorded in the transaction of the change it tells of (a receiver of the runs' and approvals'
+signals sent inside it, notifications.publishing), with one message per recipient. A worker claims due messages
+(``outbox_claim``: one attempt each, numbered, so two workers never make the same attempt), sends them, and
+closes each attempt (``outbox_attempt_finish``): a 2xx answer delivers the message; anything else schedules the
+next attempt after DEUZ_WEBHOOK_RETRY_BASE_SECONDS, twice as long after each failure, until an attempt fails
+24 hours or more after the event, which fails the message.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.utils import timezone
+
+from notifications.models import DeliveryAttempt, EventType, OutboxEvent, OutboxMessage, WebhookSubscription
+from notifications.selectors import webhook_subscription_get
+from notifications.signals import outbox_messages_queued_on_commit
+from notifications.standard_webhooks import webhook_message_id_new, webhook_secret_new
+from runs.models import Run
+
+__all__ = [
+    "ATTEMPT_LEASE",
+    "AttemptClaim",
+    "RETRY_WINDOW",
+    "outbox_attempt_finish",
+    "outbox_claim",
+    "outbox_event_record",
+    "outbox_message_skip",
+    "outbox_retry_delay",
+    "webhook_subscription_create",
+    "webhook_subscription_delete",
+]
+
+#: Retries go on until an attempt fails this long after the event (or later).
+RETRY_WINDOW = timedelta(hours=24)
+#: How long a claimed attempt is its worker's: longer than a delivery's 10-second timeout, so a live worker always
+#: closes its attempt first; after it, a worker that died mid-attempt has its message taken up again.
+ATTEMPT_LEASE = timedelta(seconds=60)
+#: The error of an attempt whose worker stopped before it recorded an answer.
+ATTEMPT_ABANDONED = "The worker making this attempt stopped before it recorded an answer."
+
+
+@dataclass(frozen=True)
+class AttemptClaim:
+    """A worker's claim on one attempt of one message."""
+
+    message_pk: int
+    number: int
+
+
+def _events_checked(events: Sequence[str]) -> list[str]:
+    """The event types, each known, in the catalogue's order, without repeats."""
+    if not isinstance(events, list | tuple) or not events:
+        raise ValidationError({"events": ["Name at least one event type."]})
+    unknown = sorted({str(name) for name in events} - set(EventType.values))
+    if unknown:
+        raise ValidationError({"events": [f"Unknown event type {name!r}." for name in unknown]})
+    return [name for name in EventType.values if name in events]
+
+
+@transaction.atomic
+def webhook_subscription_create(*, owner: Any, url: str, events: Sequence[str], description: str = "") -> (
+        WebhookSubscription):
+    """A new subscription of ``owner`` to ``events`` at ``url``, with a new signing secret (its ``secret``,
+    readable from the returned row: the creation's answer is the one place it is shown)."""
+    subscription = WebhookSubscription(owner=owner, url=url, events=_events_checked(events), description=description)
+    subscription.secret = webhook_secret_new()
+    subscription.full_clean()
+    subscription.save()
+    return subscription
+
+
+@transaction.atomic
+def webhook_subscription_delete(*, owner: Any, subscription_id: int | str) -> None:
+    """Delete ``owner``'s subscription with its undelivered messages and its delivery log."""
+    webhook_subscription_get(owner=owner, subscription_id=subscription_id).delete()
+
+
+@transaction.atomic
+def outbox_event_record(
+    *, event_type: str, run: Run | None, data: Callable[[], Any], subscriptions: Sequence[WebhookSubscription]
+) -> OutboxEvent:
+    """Record an event with one message per subscription, in the caller's transaction (a savepoint of it, so a
+    failure here leaves the change itself intact); ``data`` renders the event's data inside it."""
+    now = timezone.now()
+    event = OutboxEvent(event_id=f"evt_{secrets.token_urlsafe(18)}", type=event_type, run=run, occurred_at=now)
+    event.data = data()
+    event.save()
+    OutboxMessage.objects.bulk_create(
+        OutboxMessage(
+            event=event, channel=OutboxMessage.Channel.WEBHOOK, subscription=subscription,
+            recipient_id=subscription.owner_id, webhook_id=webhook_message_id_new(), next_attempt_at=now,
+            created_at=now,
+        )
+        for subscription in subscriptions
+    )
+    outbox_messages_queued_on_commit()
+    return event
+
+
+@transaction.atomic
+def outbox_claim(*, message_pks: Sequence[int], worker_id: str, now: datetime | None = None) -> list[AttemptClaim]:
+    """Claim the next attempt of each message of ``message_pks`` that is still due: it is this worker's for
+    ATTEMPT_LEASE. PostgreSQL skips rows another worker is claiming; SQLite serializes writers; and the
+    compare-and-set on the attempt count keeps either correct."""
+    now = now or timezone.now()
+    due = OutboxMessage.objects.filter(pk__in=message_pks, status=OutboxMessage.Status.PENDING,
+                                       next_attempt_at__lte=now)
+    if connection.vendor == "postgresql":
+        due = due.select_for_update(skip_locked=True)
+    claims = []
+    for pk, count in due.order_by("next_attempt_at", "id").values_list("pk", "attempt_count"):
+        taken = OutboxMessage.objects.filter(pk=pk, attempt_count=count, status=OutboxMessage.Status.PENDING).update(
+            attempt_count=count + 1, next_attempt_at=now + ATTEMPT_LEASE
+        )
+        if not taken:
+            continue
+        DeliveryAttempt.objects.filter(message_id=pk, finished_at__isnull=True).update(
+            finished_at=now, error=ATTEMPT_ABANDONED
+        )
+        DeliveryAttempt.objects.create(message_id=pk, number=count + 1, worker_id=worker_id[:200], started_at=now)
+        claims.append(AttemptClaim(message_pk=pk, number=count + 1))
+    return claims
+
+
+def outbox_retry_delay(number: int) -> timedelta:
+    """How long after failed attempt ``number`` the next one waits: the base, doubled after each failure."""
+    return timedelta(seconds=settings.DEUZ_WEBHOOK_RETRY_BASE_SECONDS * 2 ** (number - 1))
+
+
+def _claimed(claim: AttemptClaim) -> tuple[OutboxMessage, DeliveryAttempt] | None:
+    """The message and attempt of ``claim``, locked, while the claim still holds (its lease did not lapse into
+    another worker's attempt, and the message was not settled or deleted meanwhile)."""
+    message = (OutboxMessage.objects.select_for_update()
+               .filter(pk=claim.message_pk, attempt_count=claim.number, status=OutboxMessage.Status.PENDING).first())
+    if message is None:
+        return None
+    return message, DeliveryAttempt.objects.get(message=message, number=claim.number)
+
+
+@transaction.atomic
+def outbox_attempt_finish(
+    *, claim: AttemptClaim, status_code: int | None, error: str, duration_ms: int, now: datetime | None = None
+) -> OutboxMessage | None:
+    """Close the claimed attempt with the receiver's answer: a 2xx delivers the message; anything else schedules
+    the next attempt, or fails the message once the retries ran RETRY_WINDOW. None when the claim lapsed."""
+    claimed = _claimed(claim)
+    if claimed is None:
+        return None
+    message, attempt = claimed
+    now = now or timezone.now()
+    delivered = status_code is not None and 200 <= status_code < 300
+    attempt.finished_at, attempt.duration_ms, attempt.status_code = now, max(duration_ms, 0), status_code
+    attempt.error = "" if delivered else error[:2000]
+    if delivered:
+        message.status, message.next_attempt_at, message.finished_at = OutboxMessage.Status.DELIVERED, None, now
+    elif now - message.created_at >= RETRY_WINDOW:
+        message.status, message.next_attempt_at, message.finished_at = OutboxMessage.Status.FAILED, None, now
+    else:
+        message.next_attempt_at = attempt.next_attempt_at = now + outbox_retry_delay(claim.number)
+    attempt.save()
+    message.save(update_fields=["status", "next_attempt_at", "finished_at"])
+    return message
+
+
+@transaction.atomic
+def outbox_message_skip(*, claim: AttemptClaim, reason: str, now: datetime | None = None) -> OutboxMessage | None:
+    """Settle the claimed message without sending it (its recipient may no longer read the run): nothing is sent,
+    now or later. None when the claim lapsed."""
+    claimed = _claimed(claim)
+    if claimed is None:
+        return None
+    message, attempt = claimed
+    now = now or timezone.now()
+    attempt.finished_at, attempt.duration_ms, attempt.error = now, 0, reason
+    attempt.save()
+    message.status, message.next_attempt_at, message.finished_at = OutboxMessage.Status.SKIPPED, None, now
+    message.save(update_fields=["status", "next_attempt_at", "finished_at"])
+    return message
