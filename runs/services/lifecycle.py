@@ -28,13 +28,9 @@ from runs.agents.retries import RetryPlan
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint, is_sub_agent_key
 from runs.runtime.types import AgentCheckpoint
-<<<<<<< HEAD
 from runs.runtime.usage import empty_usage
-from runs.signals import run_cancelled, run_journal_ended, run_status_changed_on_commit
+from runs.signals import run_cancelled, run_journal_ended, run_leg_closed, run_status_changed_on_commit
 from runs.stores import get_store
-=======
-from runs.signals import run_cancelled, run_leg_closed, run_status_changed_on_commit
->>>>>>> h3
 from runs.stores.ledger import EFFECT_WAIT_FINISH, EFFECTS_STOPPED_FINISH, effect_is_settled, effects_stop_reason
 
 __all__ = [
