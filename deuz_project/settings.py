@@ -123,6 +123,9 @@ DEUZ_DIRECT_CONNECTIONS = env_int("DEUZ_DIRECT_CONNECTIONS", default=4, minimum=
 # How long an approval request stays decidable after it is issued.
 DEUZ_APPROVAL_MAX_AGE_SECONDS = env_int("DEUZ_APPROVAL_MAX_AGE_SECONDS", default=86400, minimum=1)
 
+# GET /metrics answers a scrape that sends this bearer token; unset, the endpoint does not exist (404).
+DEUZ_METRICS_TOKEN = env_str("DEUZ_METRICS_TOKEN")
+
 # The demo agents' pause between text deltas, so streaming is visible in a browser.
 DEUZ_DEMO_DELAY_MS = env_int("DEUZ_DEMO_DELAY_MS", default=20, minimum=0)
 
@@ -239,6 +242,8 @@ INSTALLED_APPS = [
     "notifications.apps.NotificationsConfig",
     # The demo agents' sandboxes and demo users: nothing of the product depends on it.
     "demo.apps.DemoConfig",
+    # GET /metrics for Prometheus.
+    "observability.apps.ObservabilityConfig",
 ]
 
 # WhiteNoise sits right after SecurityMiddleware: daphne serves no static files itself, and static files keep

@@ -1,11 +1,12 @@
 """HTTP routes: admin, the site's sign-in and account pages, the REST API with its OpenAPI document and docs, the
-health probe, the home page."""
+health probe, Prometheus's metrics, the home page."""
 
 from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from deuz_project import views
+from observability.exposition import metrics
 from runs.api.schema import SCHEMA_SETTINGS
 from runs.api.events import run_events
 from runs.pages.views import run_live
@@ -19,6 +20,7 @@ handler500 = "deuz_project.views.server_error"
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     # The site's own sign-in for every role (LOGIN_URL) under accounts/, a user's API tokens under account/tokens/.
     path("", include("accounts.pages.urls")),

@@ -46,10 +46,11 @@ FOLDERS = {
                       "migrations": MIGRATIONS},
     "demo": {"migrations": MIGRATIONS},
     "accounts": {"api": EDGE, "pages": EDGE, "management": COMMANDS, "migrations": MIGRATIONS},
+    "observability": {},
 }
 #: Each app's own core (its top-level modules' layer); the demo is one layer whatever the module.
 APP_CORE = {"runs": RUNS_CORE, "approvals": APPROVALS_CORE, "notifications": NOTIFICATIONS_CORE, "demo": DEMO,
-            "accounts": ACCOUNTS_CORE}
+            "accounts": ACCOUNTS_CORE, "observability": EDGE}
 #: Django's and Channels' roles that compose the layers: the admin, app configs, system checks, URL and socket
 #: routes.
 EDGE_ROLES = {"admin", "apps", "checks", "routing", "urls"}

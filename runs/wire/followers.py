@@ -56,6 +56,7 @@ __all__ = [
     "FrameKind",
     "follow_open",
     "follower_secrets",
+    "open_followers",
     "parse_cursor",
 ]
 
@@ -131,8 +132,17 @@ class _StreamSlots:
             if left:
                 self._open[user_pk] = left
 
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._open.values())
+
 
 _slots = _StreamSlots()
+
+
+def open_followers() -> int:
+    """Streams (SSE and WebSocket) open in this process."""
+    return _slots.total()
 
 # At most this many setups (authentication and the run's lookup) hold a connection of their own at once.
 _setup_gate = threading.BoundedSemaphore(4)

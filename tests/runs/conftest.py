@@ -68,20 +68,3 @@ def needs_review_run(approved_run, drain_runs, monkeypatch):
         return run
 
     return make
-
-
-@pytest.fixture
-def workers(tmp_path):
-    """Start `manage.py worker` processes against the test database; all are stopped at the end."""
-    from tests.processes import WorkerProcess
-
-    started = []
-
-    def start(name: str, **env: str):
-        worker = WorkerProcess(name, tmp_path, **env)
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
