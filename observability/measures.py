@@ -51,7 +51,8 @@ def _runs(now: datetime) -> Iterator[Metric]:
     yield GaugeMetricFamily("deuz_queue_oldest_age_seconds", "How long the longest-queued run has waited; 0 "
                             "when none is queued.", value=_age(queued["since"], now))
     steps = Run.objects.filter(step_index__gte=0).aggregate(steps=Sum(F("step_index") + 1))["steps"] or 0
-    yield CounterMetricFamily("deuz_steps", "Steps closed by a checkpoint, over every run kept.", value=steps)
+    yield CounterMetricFamily("deuz_steps", "Steps of the runs kept (their top-level agents'), each closed by a "
+                              "checkpoint.", value=steps)
 
 
 def _usage() -> Iterator[Metric]:
