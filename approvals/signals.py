@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from functools import partial
-
-from django.db import transaction
 from django.dispatch import Signal
+
+from runs.signals import send_on_commit
 
 __all__ = ["approval_decided", "approval_requested", "approval_requests_changed", "approval_requests_changed_on_commit"]
 
@@ -22,6 +21,5 @@ approval_requests_changed = Signal()
 
 
 def approval_requests_changed_on_commit(*, run_pk: int) -> None:
-    """Send approval_requests_changed for the run once the current transaction commits (at once outside one), so
-    listeners never see a change that was rolled back."""
-    transaction.on_commit(partial(approval_requests_changed.send, sender=None, run_pk=run_pk))
+    """Send approval_requests_changed for the run once the current transaction commits (runs.signals.send_on_commit)."""
+    send_on_commit(approval_requests_changed, run_pk=run_pk)

@@ -151,6 +151,14 @@ class Fleet:
     def stop(self) -> None:
         processes_stop([*self.workers.values(), self.server])
 
+    def __enter__(self) -> Fleet:
+        """Every process started; all stopped when the block ends."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
 
 class Follower:
     """Follows one run to its end over SSE or a WebSocket, reconnecting from its cursor, keeping every seq and

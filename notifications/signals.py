@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from functools import partial
-
-from django.db import transaction
 from django.dispatch import Signal
+
+from runs.signals import send_on_commit
 
 __all__ = ["outbox_messages_queued", "outbox_messages_queued_on_commit"]
 
@@ -16,4 +15,4 @@ outbox_messages_queued = Signal()
 def outbox_messages_queued_on_commit() -> None:
     """Send outbox_messages_queued once the current transaction commits, so no deliverer looks for a message that
     may still roll back."""
-    transaction.on_commit(partial(outbox_messages_queued.send, sender=None))
+    send_on_commit(outbox_messages_queued)

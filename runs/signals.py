@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from django.db import transaction
 from django.dispatch import Signal
@@ -14,6 +15,7 @@ __all__ = [
     "run_leg_closed",
     "run_status_changed",
     "run_status_changed_on_commit",
+    "send_on_commit",
 ]
 
 #: Sent inside run_cancel's transaction with ``run`` and ``user`` (who cancelled, or None).
@@ -34,7 +36,12 @@ effect_needs_review = Signal()
 run_status_changed = Signal()
 
 
+def send_on_commit(signal: Signal, *, sender: Any = None, **kwargs: Any) -> None:
+    """Send ``signal`` once the current transaction commits (at once outside one), so listeners never see a change
+    that was rolled back."""
+    transaction.on_commit(partial(signal.send, sender=sender, **kwargs))
+
+
 def run_status_changed_on_commit(*, run_pk: int) -> None:
-    """Send run_status_changed for the run once the current transaction commits (at once outside one), so
-    listeners never see a change that was rolled back."""
-    transaction.on_commit(partial(run_status_changed.send, sender=None, run_pk=run_pk))
+    """Send run_status_changed for the run once the current transaction commits (send_on_commit)."""
+    send_on_commit(run_status_changed, run_pk=run_pk)

@@ -12,16 +12,14 @@ from rest_framework import status
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.api.serializers import ApiTokenSerializer, IssuedTokenSerializer, TokenCreateInputSerializer
 from accounts.errors import TokenNotFound
 from accounts.models import MAX_TOKEN_ID
 from accounts.selectors import token_list
 from accounts.services import token_create, token_revoke
-from runs.api.parsers import ChunkedBodyRequest
-from runs.api.schema import CSRF_REFUSED, UNAUTHENTICATED, WWW_AUTHENTICATE, error_answer
-from runs.api.views import ApiPagination
+from runs.api.generic import ApiView, PaginatedApiView, validated_input
+from runs.api.schema import BAD_PAGE, CSRF_REFUSED, UNAUTHENTICATED, WWW_AUTHENTICATE, error_answer, json_body_answers
 
 __all__ = ["TokenCollectionApi", "TokenDetailApi"]
 
@@ -43,23 +41,8 @@ def path_token_id(raw: str) -> int:
     return int(raw)
 
 
-class _TokensApi(APIView):
-    """DRF's view, reading chunked bodies as the runs API does (runs.api.parsers)."""
-
-    def initialize_request(self, request, *args, **kwargs) -> Request:
-        return ChunkedBodyRequest(
-            request,
-            parsers=self.get_parsers(),
-            authenticators=self.get_authenticators(),
-            negotiator=self.get_content_negotiator(),
-            parser_context=self.get_parser_context(request),
-        )
-
-
-class TokenCollectionApi(_TokensApi):
+class TokenCollectionApi(PaginatedApiView):
     """``/api/tokens/``: GET lists the user's tokens, POST creates one."""
-
-    pagination_class = ApiPagination  # drf-spectacular reads it to document the page shape
 
     @extend_schema(
         operation_id="tokens_list",
@@ -71,13 +54,11 @@ class TokenCollectionApi(_TokensApi):
             200: ApiTokenSerializer(many=True),
             400: _NUL_REFUSED,
             401: UNAUTHENTICATED,
-            404: error_answer('A page that does not exist ("Invalid page.").'),
+            404: BAD_PAGE,
         },
     )
     def get(self, request: Request) -> Response:
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(token_list(user=request.user), request, view=self)
-        return paginator.get_paginated_response(ApiTokenSerializer(page, many=True).data)
+        return self.paginated(request, token_list(user=request.user), ApiTokenSerializer)
 
     @extend_schema(
         operation_id="tokens_create",
@@ -87,23 +68,17 @@ class TokenCollectionApi(_TokensApi):
         "`Authorization: Bearer KEY`.",
         request=TokenCreateInputSerializer,
         parameters=[WWW_AUTHENTICATE],
-        responses={
+        responses=json_body_answers({
             201: IssuedTokenSerializer,
             400: error_answer("Field errors (a missing or too long name, a life out of range), malformed JSON."),
-            401: UNAUTHENTICATED,
-            403: error_answer(f"Refused for {CSRF_REFUSED}."),
-            413: error_answer("The body is larger than 1 MiB (chunked bodies too)."),
-            415: error_answer("The body is not application/json."),
-        },
+        }),
     )
     def post(self, request: Request) -> Response:
-        serializer = TokenCreateInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        issued = token_create(user=request.user, **serializer.validated_data)
+        issued = token_create(user=request.user, **validated_input(TokenCreateInputSerializer, request.data))
         return Response(IssuedTokenSerializer(issued).data, status=status.HTTP_201_CREATED)
 
 
-class TokenDetailApi(_TokensApi):
+class TokenDetailApi(ApiView):
     """``/api/tokens/{id}/``: DELETE revokes the token."""
 
     @extend_schema(

@@ -16,7 +16,6 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from notifications.api.serializers import (
     WebhookDeliverySerializer,
@@ -26,41 +25,19 @@ from notifications.api.serializers import (
 )
 from notifications.selectors import webhook_delivery_list, webhook_subscription_get, webhook_subscription_list
 from notifications.services import webhook_subscription_create, webhook_subscription_delete
-from runs.api.parsers import ChunkedBodyRequest
-from runs.api.schema import CSRF_REFUSED, UNAUTHENTICATED, WWW_AUTHENTICATE, error_answer
-from runs.api.views import ApiPagination
+from runs.api.generic import PaginatedApiView, validated_input
+from runs.api.schema import BAD_PAGE, CSRF_REFUSED, UNAUTHENTICATED, WWW_AUTHENTICATE, error_answer, json_body_answers
 
 __all__ = ["WebhookCollectionApi", "WebhookDeliveryListApi", "WebhookDetailApi"]
 
 _NOT_FOUND = error_answer("No such subscription, or one of another user.")
-_BAD_PAGE = error_answer('A page that does not exist ("Invalid page.").')
 SUBSCRIPTION_ID_PATH = OpenApiParameter(
     "id", {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}, OpenApiParameter.PATH,
     description="The subscription's id, from its creation or the list.",
 )
 
 
-class _Api(APIView):
-    """DRF's APIView with the runs API's request class (bodies sent chunked are read, and bounded, too)."""
-
-    pagination_class = ApiPagination  # drf-spectacular reads it to document the page shape
-
-    def initialize_request(self, request, *args, **kwargs) -> Request:
-        return ChunkedBodyRequest(
-            request,
-            parsers=self.get_parsers(),
-            authenticators=self.get_authenticators(),
-            negotiator=self.get_content_negotiator(),
-            parser_context=self.get_parser_context(request),
-        )
-
-    def paginated(self, request: Request, rows, serializer_class) -> Response:
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response(serializer_class(page, many=True).data)
-
-
-class WebhookCollectionApi(_Api):
+class WebhookCollectionApi(PaginatedApiView):
     """``/api/webhooks/``: GET lists your subscriptions, POST makes one."""
 
     @extend_schema(
@@ -69,7 +46,7 @@ class WebhookCollectionApi(_Api):
         description="Your subscriptions, newest first, paginated. Secrets are never listed: each is shown once, "
         "when its subscription is made.",
         parameters=[WWW_AUTHENTICATE],
-        responses={200: WebhookSubscriptionSerializer(many=True), 401: UNAUTHENTICATED, 404: _BAD_PAGE},
+        responses={200: WebhookSubscriptionSerializer(many=True), 401: UNAUTHENTICATED, 404: BAD_PAGE},
     )
     def get(self, request: Request) -> Response:
         return self.paginated(request, webhook_subscription_list(owner=request.user), WebhookSubscriptionSerializer)
@@ -87,24 +64,19 @@ class WebhookCollectionApi(_Api):
         "followed. Bodies over 1 MiB answer 413.",
         request=WebhookSubscriptionCreateInputSerializer,
         parameters=[WWW_AUTHENTICATE],
-        responses={
+        responses=json_body_answers({
             201: WebhookSubscriptionCreatedSerializer,
             400: error_answer("Field errors: a URL that is not http(s) or has no host, an unknown event type, no "
                               "event type; malformed JSON."),
-            401: UNAUTHENTICATED,
-            403: error_answer(f"Refused for {CSRF_REFUSED}."),
-            413: error_answer("The body is larger than 1 MiB (chunked bodies too)."),
-            415: error_answer("The body is not application/json."),
-        },
+        }),
     )
     def post(self, request: Request) -> Response:
-        serializer = WebhookSubscriptionCreateInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        subscription = webhook_subscription_create(owner=request.user, **serializer.validated_data)
+        fields = validated_input(WebhookSubscriptionCreateInputSerializer, request.data)
+        subscription = webhook_subscription_create(owner=request.user, **fields)
         return Response(WebhookSubscriptionCreatedSerializer(subscription).data, status=status.HTTP_201_CREATED)
 
 
-class WebhookDetailApi(_Api):
+class WebhookDetailApi(PaginatedApiView):
     @extend_schema(
         operation_id="webhooks_destroy",
         summary="Delete a webhook subscription",
@@ -122,7 +94,7 @@ class WebhookDetailApi(_Api):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class WebhookDeliveryListApi(_Api):
+class WebhookDeliveryListApi(PaginatedApiView):
     @extend_schema(
         operation_id="webhooks_deliveries_list",
         summary="A subscription's deliveries and their attempts",

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from runs.access import RESOLVE_EFFECTS, VIEW_EVERY_RUN, effect_is_resolvable_by
+from runs.api.generic import validated_input
 from runs.api.inputs import path_operation_id, path_run_id
 from runs.api.schema import error_answer
 from runs.services.resolution import RESOLVE_ACTIONS, effect_resolve
@@ -156,10 +157,8 @@ class EffectResolveApi(APIView):
     )
     def post(self, request: Request, run_id: str, operation_id: str) -> Response:
         run_id, operation_id = path_run_id(run_id), path_operation_id(run_id, operation_id)
-        serializer = EffectResolveInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        effect = effect_resolve(run_id=run_id, operation_id=operation_id, user=request.user,
-                                **serializer.validated_data)
+        resolution = validated_input(EffectResolveInputSerializer, request.data)
+        effect = effect_resolve(run_id=run_id, operation_id=operation_id, user=request.user, **resolution)
         return Response(EffectLedgerEntrySerializer(effect).data)
 
 
@@ -193,9 +192,7 @@ class EffectStopApi(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        serializer = EffectStopInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated_input(EffectStopInputSerializer, request.data)
         queued = 0
         if data["release"]:
             queued = effects_release(agent=data.get("agent"), user=request.user)

@@ -119,29 +119,26 @@ class CheckpointListFilterSerializer(serializers.Serializer):
     )
 
 
+def _reason_field(help_text: str) -> StrictCharField:
+    """A person's optional reason: blank when not given, at most MAX_REASON_CHARS characters."""
+    return StrictCharField(
+        required=False, allow_blank=True, default="", max_length=MAX_REASON_CHARS, help_text=help_text
+    )
+
+
 class ApprovalDecideInputSerializer(serializers.Serializer):
     approved = StrictBooleanField(help_text="true to approve the call, false to deny it.")
     token = StrictCharField(
         max_length=MAX_TOKEN_CHARS, trim_whitespace=False, help_text="The token of the pending approval request."
     )
-    reason = StrictCharField(
-        required=False,
-        allow_blank=True,
-        default="",
-        max_length=MAX_REASON_CHARS,
-        help_text="Why; shown to the model with a denial.",
-    )
+    reason = _reason_field("Why; shown to the model with a denial.")
 
 
 class RunCancelInputSerializer(ClosedSerializer):
     """The optional body of a cancel; no body at all is a cancel without a reason."""
 
-    reason = StrictCharField(
-        required=False,
-        allow_blank=True,
-        default="",
-        max_length=MAX_REASON_CHARS,
-        help_text="Why; recorded with who cancelled, shown on the run's page and in the stream's cancelled part.",
+    reason = _reason_field(
+        "Why; recorded with who cancelled, shown on the run's page and in the stream's cancelled part."
     )
 
 

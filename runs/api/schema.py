@@ -27,6 +27,7 @@ from runs.api.outputs import ErrorSerializer
 
 __all__ = [
     "APPROVAL_ID_PATH",
+    "BAD_PAGE",
     "CSRF_REFUSED",
     "RUN_ID_PATH",
     "RunEventsSchemaApi",
@@ -35,6 +36,7 @@ __all__ = [
     "WWW_AUTHENTICATE",
     "empty_query_values_documented",
     "error_answer",
+    "json_body_answers",
     "run_events_documented",
 ]
 
@@ -62,7 +64,6 @@ WWW_AUTHENTICATE = OpenApiParameter(
 )
 
 
-
 def error_answer(description: str) -> OpenApiResponse:
     """An error answer of the document: the API's one error shape (``ErrorSerializer``), and when it is given."""
     return OpenApiResponse(ErrorSerializer, description=description)
@@ -70,6 +71,20 @@ def error_answer(description: str) -> OpenApiResponse:
 
 UNAUTHENTICATED = error_answer("No credentials, or a token that is not valid (the answer asks for a Token).")
 CSRF_REFUSED = "a signed-in browser session that did not send its CSRF token"
+BAD_PAGE = error_answer('A page that does not exist ("Invalid page.").')
+
+
+def json_body_answers(answers: dict[Any, Any], *, forbidden: str = f"Refused for {CSRF_REFUSED}.") -> dict[Any, Any]:
+    """The answers of a view that reads a JSON body: ``answers`` and the refusals every such view has (401; 403
+    saying ``forbidden``; 413; 415), by code."""
+    every = {
+        401: UNAUTHENTICATED,
+        403: error_answer(forbidden),
+        413: error_answer("The body is larger than 1 MiB (chunked bodies too)."),
+        415: error_answer("The body is not application/json."),
+        **answers,
+    }
+    return dict(sorted(every.items()))
 
 #: SpectacularAPIView's settings for the document at /api/schema/.
 SCHEMA_SETTINGS = {

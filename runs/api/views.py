@@ -15,11 +15,9 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from approvals.roles import approval_is_decidable_by
 from approvals.selectors import approval_pending_list
@@ -43,16 +41,18 @@ from runs.api.outputs import (
     RunDetailSerializer,
     RunSerializer,
 )
-from runs.api.parsers import ChunkedBodyRequest
+from runs.api.generic import ApiPagination, ApiView, PaginatedApiView, validated_input
 from runs.api.permissions import CanCancelRun, CanDecideApprovals, CanReadRun
 from runs.agents import agent_list
 from runs.api.schema import (
     APPROVAL_ID_PATH,
+    BAD_PAGE,
     CSRF_REFUSED,
     RUN_ID_PATH,
     UNAUTHENTICATED,
     WWW_AUTHENTICATE,
     error_answer,
+    json_body_answers,
 )
 from runs.models import Run
 from runs.selectors import (
@@ -81,8 +81,6 @@ _NOT_FOUND = error_answer("No such run, or one you may not read.")
 _NOT_FOUND_OR_PAGE = error_answer(
     'No such run, or one you may not read; or a page that does not exist ("Invalid page.").'
 )
-_TOO_LARGE = error_answer("The body is larger than 1 MiB (chunked bodies too).")
-_NOT_JSON = error_answer("The body is not application/json.")
 
 
 def _run_detail(run: Run) -> RunDetail:
@@ -100,17 +98,8 @@ def _render_context(request: Request) -> dict[str, Any]:
     return {"request": request, SHOW_TOKENS: approval_is_decidable_by(user=request.user)}
 
 
-class _Api(APIView):
-    """The API's views: DRF's, with a request class that reads chunked bodies (runs.api.parsers)."""
-
-    def initialize_request(self, request, *args, **kwargs) -> Request:
-        return ChunkedBodyRequest(
-            request,
-            parsers=self.get_parsers(),
-            authenticators=self.get_authenticators(),
-            negotiator=self.get_content_negotiator(),
-            parser_context=self.get_parser_context(request),
-        )
+class _Api(ApiView):
+    """The runs API's views: the API's view class (runs.api.generic), and the run of the URL."""
 
     def run_checked(self, request: Request, run_id: str) -> Run:
         """The run of the URL, once the view's permission classes allow this user to act on it."""
@@ -119,34 +108,11 @@ class _Api(APIView):
         return run
 
 
-class ApiPagination(PageNumberPagination):
-    """DRF's page numbers, exactly as the document says: a whole number from 1 (DRF also reads "last")."""
+class _PaginatedApi(PaginatedApiView, _Api):
+    """Pages a list of runs' parts, rendered with approval tokens only for users who may decide."""
 
-    last_page_strings = ()
-
-    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        parameters = super().get_schema_operation_parameters(view)
-        for parameter in parameters:
-            if parameter["name"] == self.page_query_param:
-                parameter["schema"]["minimum"] = 1
-        return parameters
-
-
-class _PaginatedApi(_Api):
-    """Pages a list as {"count", "next", "previous", "results"}.
-
-    A plain APIView rather than a GenericAPIView: the browsable API and OPTIONS would ask a GenericAPIView for
-    its one serializer_class, and these views have none (their input and output serializers differ).
-    """
-
-    # drf-spectacular reads this attribute to document the page shape.
-    pagination_class = ApiPagination
-
-    def paginated(self, request: Request, rows, serializer_class) -> Response:
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(rows, request, view=self)
-        rendered = serializer_class(page, many=True, context=_render_context(request))
-        return paginator.get_paginated_response(rendered.data)
+    def serializer_context(self, request: Request) -> dict[str, Any]:
+        return _render_context(request)
 
 
 class RunListApi(_PaginatedApi):
@@ -164,13 +130,12 @@ class RunListApi(_PaginatedApi):
             200: RunSerializer(many=True),
             400: error_answer("A filter is not valid (e.g. an unknown status)."),
             401: UNAUTHENTICATED,
-            404: error_answer('A page that does not exist ("Invalid page.").'),
+            404: BAD_PAGE,
         },
     )
     def get(self, request: Request) -> Response:
-        filters = RunListFilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        runs = runs_readable_by(run_list(**filters.validated_data), user=request.user)
+        filters = validated_input(RunListFilterSerializer, request.query_params)
+        runs = runs_readable_by(run_list(**filters), user=request.user)
         return self.paginated(request, runs, RunSerializer)
 
 
@@ -183,20 +148,14 @@ class RunStartApi(_Api):
         "are refused, as are images and files. Bodies over 1 MiB answer 413.",
         request=RunStartInputSerializer,
         parameters=[WWW_AUTHENTICATE],
-        responses={
+        responses=json_body_answers({
             201: RunDetailSerializer,
             400: error_answer("Field errors, an unknown agent, malformed JSON."),
-            401: UNAUTHENTICATED,
-            403: error_answer(f"Refused for {CSRF_REFUSED}."),
             409: error_answer("A run with this run_id exists."),
-            413: _TOO_LARGE,
-            415: _NOT_JSON,
-        },
+        }),
     )
     def post(self, request: Request) -> Response:
-        serializer = RunStartInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        run = run_start(**serializer.validated_data, user=request.user)
+        run = run_start(**validated_input(RunStartInputSerializer, request.data), user=request.user)
         detail = RunDetailSerializer(_run_detail(run), context=_render_context(request))
         return Response(detail.data, status=status.HTTP_201_CREATED)
 
@@ -212,7 +171,7 @@ class AgentListApi(_PaginatedApi):
         "effect. An agent whose factory fails to build is listed with its problem.",
         parameters=[WWW_AUTHENTICATE],
         responses={200: AgentSerializer(many=True), 401: UNAUTHENTICATED,
-                   404: error_answer('A page that does not exist ("Invalid page.").')},
+                   404: BAD_PAGE},
     )
     def get(self, request: Request) -> Response:
         return self.paginated(request, agent_list(), AgentSerializer)
@@ -258,10 +217,9 @@ class RunCheckpointListApi(_PaginatedApi):
         },
     )
     def get(self, request: Request, run_id: str) -> Response:
-        filters = CheckpointListFilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
+        filters = validated_input(CheckpointListFilterSerializer, request.query_params)
         run = self.run_checked(request, run_id)
-        checkpoints = run_checkpoint_list(run=run, **filters.validated_data)
+        checkpoints = run_checkpoint_list(run=run, **filters)
         return self.paginated(request, checkpoints, AgentCheckpointSerializer)
 
 
@@ -275,26 +233,20 @@ class ApprovalDecideApi(_Api):
         "When every request of the suspended step has a verdict, the run is queued to resume.",
         request=ApprovalDecideInputSerializer,
         parameters=[RUN_ID_PATH, APPROVAL_ID_PATH, WWW_AUTHENTICATE],
-        responses={
+        responses=json_body_answers({
             200: ApprovalRequestSerializer,
             400: error_answer("Field errors, or a token that does not verify for this request and run (it "
                               "authorizes nothing)."),
-            401: UNAUTHENTICATED,
-            403: error_answer(f"Not a reviewer, or {CSRF_REFUSED}."),
             404: error_answer("No such run or approval request."),
             409: error_answer("Decided, expired, superseded, used, or the run was cancelled."),
-            413: _TOO_LARGE,
-            415: _NOT_JSON,
-        },
+        }, forbidden=f"Not a reviewer, or {CSRF_REFUSED}."),
     )
     def post(self, request: Request, run_id: str, approval_id: str) -> Response:
-        serializer = ApprovalDecideInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
         approval = approval_decide(
             run_id=path_run_id(run_id),
             approval_id=path_approval_id(run_id, approval_id),
             user=request.user,
-            **serializer.validated_data,
+            **validated_input(ApprovalDecideInputSerializer, request.data),
         )
         return Response(ApprovalRequestSerializer(approval).data)
 
@@ -312,20 +264,16 @@ class RunCancelApi(_Api):
         f"runs; cancelling another's needs {CANCEL_EVERY_RUN}.",
         request=RunCancelInputSerializer,
         parameters=[RUN_ID_PATH, WWW_AUTHENTICATE],
-        responses={
+        responses=json_body_answers({
             200: RunDetailSerializer,
             400: error_answer("Field errors (a reason that is not a string or is too long, an unknown key)."),
-            401: UNAUTHENTICATED,
-            403: error_answer(f"A run you may read but not cancel, or {CSRF_REFUSED}."),
             404: _NOT_FOUND,
             409: error_answer("The run is completed, failed or cancelled already."),
-            413: _TOO_LARGE,
-            415: _NOT_JSON,
-        },
+        }, forbidden=f"A run you may read but not cancel, or {CSRF_REFUSED}."),
     )
     def post(self, request: Request, run_id: str) -> Response:
         run = self.run_checked(request, run_id)
-        serializer = RunCancelInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        run = run_cancel(run_id=run.run_id, user=request.user, **serializer.validated_data)
+        run = run_cancel(
+            run_id=run.run_id, user=request.user, **validated_input(RunCancelInputSerializer, request.data)
+        )
         return Response(RunDetailSerializer(_run_detail(run), context=_render_context(request)).data)

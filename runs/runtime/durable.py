@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .approvals import APPROVAL_TOKEN_DENIAL_REASON
 from .codec import deserialize_checkpoint, serialize_checkpoint
-from .effects import EffectEntry, EffectLedger, InMemoryEffectLedger
+from .effect_ledger import EffectEntry, EffectLedger, InMemoryEffectLedger
 from .engine import DurableSession
 from .exceptions import (
     CheckpointCorruptError,

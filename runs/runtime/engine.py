@@ -19,7 +19,7 @@ from typing import Any
 
 from .codec import CHECKPOINT_VERSION
 from .deps import Deps
-from .effects import InMemoryEffectLedger
+from .effect_ledger import InMemoryEffectLedger
 from .exceptions import OwnershipLostError
 from .faults import FaultPoint
 from .gating import ApprovalGate
@@ -69,7 +69,7 @@ class CallOptions:
     # and ``finish_reason == "cancelled"``; None (or no callable) keeps it "aborted" (a lost owner, a shutdown).
     cancellation: Callable[[], Mapping[str, Any] | None] | None = None
     deps: Deps | None = None
-    # Where effectful tools record their operations (runs.runtime.effects); a fresh in-memory one per leg if None.
+    # Where effectful tools record their operations (runs.runtime.effect_ledger); a fresh in-memory one per leg if None.
     effect_ledger: Any = None
     # Internal: set for sub-agents. The path of agent names, and the root run a token binds.
     agent_path: tuple[str, ...] = ()

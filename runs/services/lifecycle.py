@@ -29,7 +29,7 @@ from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint, is_sub_agent_key
 from runs.runtime.types import AgentCheckpoint
 from runs.runtime.usage import empty_usage
-from runs.signals import run_cancelled, run_journal_ended, run_leg_closed, run_status_changed_on_commit
+from runs.signals import run_cancelled, run_journal_ended, run_leg_closed, run_status_changed_on_commit, send_on_commit
 from runs.stores import get_store
 from runs.stores.ledger import EFFECT_WAIT_FINISH, EFFECTS_STOPPED_FINISH, effect_is_settled, effects_stop_reason
 
@@ -184,7 +184,7 @@ def _journal_cancelled(run: Run, *, epoch: int | None = None) -> None:
     if epoch is not None:
         store = store.fenced(run.run_id, epoch)
     last = store.append(run.run_id, parts, end_leg=True)
-    transaction.on_commit(partial(run_journal_ended.send, sender=Run, run_id=run.run_id, seq=last))
+    send_on_commit(run_journal_ended, sender=Run, run_id=run.run_id, seq=last)
 
 
 def run_checkpoint_mirror(saved: SavedCheckpoint) -> None:

@@ -1,4 +1,4 @@
-"""DatabaseEffectLedger: the runtime's EffectLedger (runs.runtime.effects, where the rules are) on the ORM.
+"""DatabaseEffectLedger: the runtime's EffectLedger (runs.runtime.effect_ledger: its states and moves) on the ORM.
 
 Every write of a fenced view is fenced by the run's owner epoch (runs.ownership.fencing.OwnerFence) in its own
 transaction, and each move is an EffectTransition with its time, owner epoch and the worker that made it. The
@@ -20,7 +20,7 @@ from django.utils import timezone
 from runs.models import Effect, EffectStopSwitch, EffectTransition, Run
 from runs.ownership.fencing import OwnerFence
 from runs.ownership.wakeups import runs_notify
-from runs.runtime.effects import EFFECTS_STOPPED_REASON, effect_advance_check
+from runs.runtime.effect_ledger import EFFECTS_STOPPED_REASON, effect_advance_check
 from runs.runtime.exceptions import EffectStateChanged
 from runs.signals import effect_needs_review
 from runs.stores.dispatch import dispatch

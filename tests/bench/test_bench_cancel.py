@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.db import connection
 
 from bench import cancel
-from bench.fleet import BENCH_ENV, BENCH_SETTINGS, Fleet
+from bench.fleet import BENCH_ENV
 from bench.report import cancel_table
-from deuz_project.database_url import database_url
+from tests.bench.fleets import fleet_on_test_database
 
 
 def _results(p95: float) -> dict:
@@ -43,13 +43,10 @@ def test_without_the_cancel_part_there_is_no_cancel_table():
 def fleet(tmp_path: Path):
     """daphne with an embedded worker (SQLite, or without Redis), else daphne and one worker process."""
     embedded = connection.vendor == "sqlite" or not settings.REDIS_URL
-    processes = Fleet(database_url=database_url(), redis_url="" if embedded else settings.REDIS_URL,
-                      log_dir=tmp_path, workers=0 if embedded else 1, concurrency=2,
-                      serve_workers=1 if embedded else 0, env=BENCH_ENV, settings_module=BENCH_SETTINGS,
-                      app_prefix="deuz-bench-test-")
-    processes.start()
-    yield processes
-    processes.stop()
+    with fleet_on_test_database(tmp_path, redis_url="" if embedded else settings.REDIS_URL,
+                                workers=0 if embedded else 1, concurrency=2, serve_workers=1 if embedded else 0,
+                                env=BENCH_ENV) as processes:
+        yield processes
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,10 +10,10 @@ from django.conf import settings
 from django.db import connection
 
 from bench import motion, tail, throughput
-from bench.fleet import BENCH_ENV, BENCH_SETTINGS, Fleet
+from bench.fleet import BENCH_ENV
 from bench.report import fleet_table
 from bench.stats import percentile, summary
-from deuz_project.database_url import database_url
+from tests.bench.fleets import fleet_on_test_database
 
 
 def test_a_percentile_is_the_nearest_rank():
@@ -105,12 +105,9 @@ def fleet(tmp_path: Path):
     embedded = connection.vendor == "sqlite"
     env = {**BENCH_ENV, "DEUZ_BENCH_STEPS": "3", "DEUZ_BENCH_TAIL_PARTS": "4", "DEUZ_BENCH_TAIL_INTERVAL_MS": "10",
            "DEUZ_BENCH_TAIL_LEAD_MS": "0", "DEUZ_LEASE_SECONDS": "5"}
-    processes = Fleet(database_url=database_url(), redis_url=settings.REDIS_URL or "", log_dir=tmp_path,
-                      workers=0 if embedded else 2, concurrency=4, serve_workers=1 if embedded else 0, env=env,
-                      settings_module=BENCH_SETTINGS, app_prefix="deuz-bench-test-")
-    processes.start()
-    yield processes
-    processes.stop()
+    with fleet_on_test_database(tmp_path, redis_url=settings.REDIS_URL or "", workers=0 if embedded else 2,
+                                concurrency=4, serve_workers=1 if embedded else 0, env=env) as processes:
+        yield processes
 
 
 @pytest.mark.django_db(transaction=True)

@@ -48,11 +48,10 @@ def test_the_checker_reports_a_second_payment(tmp_path):
     from bench.crash_harness import Schedule
     from bench.crash_invariants import check_invariants
     from demo.models import SandboxPayment
-    from runs.models import Run
-
     from runs.models import Effect
+    from tests.factories import make_run
 
-    run = Run.objects.create(run_id="cm-x", agent="reimbursement", input_messages="[]", status="completed")
+    run = make_run("cm-x", status="completed")
     for call in ("c1", "c2"):  # two payments the run's own operations made (two expenses, two operation ids)
         operation_id = f"pay_expense:exp-{call}-v1"
         Effect.objects.create(run=run, operation_id=operation_id, tool_call_id=call, tool_name="pay_expense",

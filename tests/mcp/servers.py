@@ -57,6 +57,13 @@ class HttpServer:
     def calls(self) -> list[dict]:
         return [json.loads(line) for line in self.journal.read_text().splitlines() if line]
 
+    def __enter__(self) -> HttpServer:
+        """Started; killed when the block ends (a test's fixture: ``with HttpServer(tmp_path) as running``)."""
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.kill()
+
 
 def filesystem_server_args(folder: Path) -> tuple[str, list[str]]:
     """``node`` and the arguments that serve ``folder`` with @modelcontextprotocol/server-filesystem."""

@@ -26,9 +26,8 @@ SECRET = "header-secret-4711"
 
 @pytest.fixture
 def server(tmp_path):
-    running = HttpServer(tmp_path).start()
-    yield running
-    running.kill()
+    with HttpServer(tmp_path) as running:
+        yield running
 
 
 @pytest.fixture

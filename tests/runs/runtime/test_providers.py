@@ -20,11 +20,12 @@ import httpx2
 import pytest
 
 from runs.runtime import generate_text
-from runs.runtime.providers import AnthropicModel, create_anthropic
+from runs.runtime.providers import AnthropicModel, OpenAIChatModel, create_anthropic
 from tests.runs.runtime import provider_recordings as rec
 from tests.environment import REPO_ROOT
 from tests.runs.runtime.provider_fakes import (
     ANTHROPIC_KEY,
+    OPENAI_KEY,
     PDF,
     PNG,
     TIME_CALL,
@@ -337,8 +338,13 @@ def test_anthropic_model_builds_its_client_from_api_key_and_base_url():
     assert (model.client.api_key, str(model.client.base_url).rstrip("/")) == (ANTHROPIC_KEY, "http://claude.internal:8080")
 
 
-def test_anthropic_model_builds_one_client_per_event_loop():
-    model = AnthropicModel("claude-sonnet-4-6", api_key=ANTHROPIC_KEY)
+@pytest.mark.parametrize(
+    "model_class, model_id, key",
+    [(AnthropicModel, "claude-sonnet-4-6", ANTHROPIC_KEY), (OpenAIChatModel, "gpt-4o", OPENAI_KEY)],
+    ids=["anthropic", "openai"],
+)
+def test_each_provider_model_builds_one_client_per_event_loop(model_class, model_id, key):
+    model = model_class(model_id, api_key=key)
 
     async def clients() -> tuple[Any, Any]:
         return model.client, model.client

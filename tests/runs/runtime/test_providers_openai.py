@@ -7,10 +7,8 @@ recordings from ``provider_recordings`` and keeps every request it was sent.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-from typing import Any
 
 import httpx2
 import openai
@@ -207,16 +205,3 @@ def test_create_openai_points_models_at_a_compatible_server():
         OPENAI_KEY,
         "http://localhost:8000/v1",
     )
-
-
-def test_openai_model_builds_one_client_per_event_loop():
-    model = OpenAIChatModel("gpt-4o", api_key=OPENAI_KEY)
-
-    async def clients() -> tuple[Any, Any]:
-        return model.client, model.client
-
-    first, again = asyncio.run(clients())
-    later, _ = asyncio.run(clients())
-    assert first is again
-    assert later is not first
-

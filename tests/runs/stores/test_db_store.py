@@ -137,7 +137,7 @@ def test_sealed_data_under_an_unknown_key_is_a_clear_error(settings, owned_run):
 
 @pytest.fixture
 def committed_run(transactional_db):
-    return Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+    return make_run("r1", owner_epoch=3)
 
 
 def test_a_steady_save_reads_nothing_back(committed_run):
@@ -269,7 +269,7 @@ def test_the_flusher_skips_its_tick_right_after_a_checkpoints_flush_and_writes_o
 
     from runs.wire.writer import JournalWriter
 
-    Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+    make_run("r1", owner_epoch=3)
     writer = JournalWriter(run_id="r1", epoch=3)
     writer.source = _PartLog([{"type": "text-delta", "text": "a"}, {"type": "text-delta", "text": "b"}])
     writer.flush_all_sync()  # what a checkpoint's save hook does

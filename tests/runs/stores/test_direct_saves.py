@@ -16,6 +16,7 @@ from runs.services.lifecycle import Claim
 from runs.stores import direct_postgres, direct_sqlite
 from runs.stores.sessions import DatabaseSessionStore
 from runs.stores.streams import DatabaseStreamStateStore
+from tests.factories import make_run
 from tests.processes import wait_until
 from tests.runs.stores.test_db_store import _PartLog
 from tests.runs.stores.test_store_contract import checkpoint, history
@@ -29,7 +30,7 @@ sqlite_only = pytest.mark.skipif(
 
 @pytest.fixture
 def run_r1():
-    return Run.objects.create(run_id="r1", agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+    return make_run("r1", owner_epoch=3)
 
 
 @pytest.fixture
@@ -298,7 +299,7 @@ def test_the_legs_of_one_event_loop_share_a_few_connections_closed_with_the_loop
     settings.DEUZ_DIRECT_CONNECTIONS = 3
     names = [f"r{n}" for n in range(1, legs + 1)]
     for name in names[1:]:
-        Run.objects.create(run_id=name, agent="reimbursement", input_messages="[]", status="running", owner_epoch=3)
+        make_run(name, owner_epoch=3)
     views = [_Leg(Claim(name, 3, 1, "start"), fault=lambda point: None).session_store() for name in names]
     seen = {}
 
