@@ -118,20 +118,22 @@ def approval_suspension_is_settled(*, run: Run, revision_id: int | None = None) 
 
 
 def approval_verdicts_for_resume(*, run: Run) -> list[dict[str, Any]]:
-    """The verdicts of the run's latest suspension, with their tokens, for resume_from_checkpoint to check again.
-    Expired, superseded and cancelled requests give none: the runtime denies them by default."""
+    """The verdicts of the run's latest suspension, with their tokens, for resume_from_checkpoint to check again,
+    and who gave each (a username, for the stream's tool-approval-verdict part). Expired, superseded and cancelled
+    requests give none: the runtime denies them by default, decided by nobody."""
     latest = Checkpoint.objects.filter(run=run, session_key=run.run_id, status="suspended").order_by("-id").first()
     if latest is None:
         return []
     decided = ApprovalRequest.objects.filter(
         revision=latest, status__in=[Status.APPROVED, Status.DENIED, Status.USED]
-    ).order_by("id")
+    ).select_related("decided_by").order_by("id")
     verdicts = []
     for request in decided:
         verdict = {
             "approval_id": request.approval_id,
             "approved": request.status != Status.DENIED,
             "token": request.token,
+            "decided_by": request.decided_by.get_username() if request.decided_by else None,
         }
         if request.reason:
             verdict["reason"] = request.reason
