@@ -33,6 +33,7 @@ __all__ = [
     "approval_state",
     "approval_suspension_is_settled",
     "approval_suspension_pending_list",
+    "approval_verdict",
     "approval_verdicts_for_resume",
 ]
 
@@ -44,6 +45,17 @@ def approval_state(request: ApprovalRequest, *, now: datetime | None = None) -> 
     if request.status == Status.PENDING and request.expires_at <= (now or timezone.now()):
         return Status.EXPIRED
     return request.status
+
+
+#: A request's state as the verdict it came to (SERVICE.md): a used approval was an approval; a pending request or
+#: one cancelled with its run has none.
+_VERDICTS = {Status.APPROVED: "approved", Status.USED: "approved", Status.DENIED: "denied", Status.EXPIRED: "expired",
+             Status.SUPERSEDED: "superseded"}
+
+
+def approval_verdict(request: ApprovalRequest, *, now: datetime | None = None) -> str | None:
+    """The verdict ``request`` came to as of ``now``: approved, denied, expired, superseded, or None (none yet)."""
+    return _VERDICTS.get(approval_state(request, now=now))
 
 
 def approval_is_open(request: ApprovalRequest, *, now: datetime | None = None) -> bool:

@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.roles import approval_is_decidable_by
-from approvals.selectors import approval_pending_list
+from approvals.selectors import approval_pending_list, approval_run_list
 from approvals.services import approval_decide
 from runs.access import CANCEL_EVERY_RUN, VIEW_EVERY_RUN, runs_readable_by
 from runs.api.inputs import (
@@ -42,6 +42,7 @@ from runs.api.outputs import (
     RunDetail,
     RunDetailSerializer,
     RunSerializer,
+    RunSummary,
 )
 from runs.api.parsers import ChunkedBodyRequest
 from runs.api.permissions import CanCancelRun, CanDecideApprovals, CanReadRun
@@ -55,6 +56,7 @@ from runs.api.schema import (
     error_answer,
 )
 from runs.models import Run
+from runs.presenters.outcome import RUN_LIST_PREFETCH, run_approvals_told, run_list_outcome, run_outcome_get
 from runs.selectors import (
     run_checkpoint_list,
     run_effect_list,
@@ -89,10 +91,21 @@ def _run_detail(run: Run) -> RunDetail:
     """What a run's detail answer shows, read here so that the serializer only renders."""
     return RunDetail(
         run=run,
+        outcome=run_outcome_get(run),
+        approvals=run_approvals_told(approval_run_list(run=run)),
         input_messages=run_input_messages(run),
         pending_approvals=[request.as_request() for request in approval_pending_list(run=run)],
         legs=run_leg_list(run=run),
         effects=run_effect_list(run=run),
+    )
+
+
+def _run_summary(run: Run) -> RunSummary:
+    """A listed run with its outcome and approvals, from its prefetched RUN_LIST_PREFETCH."""
+    return RunSummary(
+        run=run,
+        outcome=run_list_outcome(run)[1],
+        approvals=run_approvals_told(sorted(run.approval_requests.all(), key=lambda request: request.pk)),
     )
 
 
@@ -142,9 +155,12 @@ class _PaginatedApi(_Api):
     # drf-spectacular reads this attribute to document the page shape.
     pagination_class = ApiPagination
 
-    def paginated(self, request: Request, rows, serializer_class) -> Response:
+    def paginated(self, request: Request, rows, serializer_class, *, present=None) -> Response:
+        """One page of ``rows``, each passed through ``present`` (when given) before it is rendered."""
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, request, view=self)
+        if present is not None:
+            page = [present(row) for row in page]
         rendered = serializer_class(page, many=True, context=_render_context(request))
         return paginator.get_paginated_response(rendered.data)
 
@@ -157,8 +173,8 @@ class RunListApi(_PaginatedApi):
         summary="List runs",
         description=f"Runs you may read (your own; every run with {VIEW_EVERY_RUN}), newest first, paginated, "
         "filterable by status, agent and creator (an empty value is no filter). "
-        "Each run is in the list representation: no input messages, pending approvals, legs or effects (GET the "
-        "run for those).",
+        "Each run is in the list representation, with its outcome and approvals: no input messages, pending "
+        "approvals, legs or effects (GET the run for those).",
         parameters=[RunListFilterSerializer, WWW_AUTHENTICATE],
         responses={
             200: RunSerializer(many=True),
@@ -171,7 +187,8 @@ class RunListApi(_PaginatedApi):
         filters = RunListFilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         runs = runs_readable_by(run_list(**filters.validated_data), user=request.user)
-        return self.paginated(request, runs, RunSerializer)
+        runs = runs.select_related("cancelled_by").prefetch_related(*RUN_LIST_PREFETCH)
+        return self.paginated(request, runs, RunSerializer, present=_run_summary)
 
 
 class RunStartApi(_Api):
@@ -228,9 +245,10 @@ class RunDetailApi(_Api):
     @extend_schema(
         operation_id="runs_retrieve",
         summary="One run with its pending approvals, legs and effects",
-        description="The run's status and cumulative usage, the messages it started from, the approval requests "
-        "it waits on (with the tokens a verdict must echo, for users who may decide), its legs (owner epochs) and "
-        "effects (ledger).",
+        description="The run's status and cumulative usage, its outcome (what it came to, in one sentence, and who "
+        "decided it), every approval request it made with its verdict, the messages it started from, the approval "
+        "requests it waits on (with the tokens a verdict must echo, for users who may decide), its legs (owner "
+        "epochs) and effects (ledger).",
         parameters=[RUN_ID_PATH, WWW_AUTHENTICATE],
         responses={200: RunDetailSerializer, 401: UNAUTHENTICATED, 404: _NOT_FOUND},
     )
