@@ -19,6 +19,7 @@ from approvals.models import ApprovalRequest
 from runs.models import Effect, Leg, Run
 from runs.presenters.outcome import OUTCOME_KINDS, Outcome
 from runs.runtime.codec import encode_value
+from runs.runtime.usage import normalize_usage
 
 __all__ = [
     "AgentCheckpointSerializer",
@@ -88,10 +89,19 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class UsageSerializer(_CodecDictSerializer):
-    input_tokens = serializers.IntegerField()
+    """Token counts: the three counters always (0 for a leg that called no model), cache counts and cost when
+    known."""
+
+    input_tokens = serializers.IntegerField(help_text="Every prompt token, cached ones included.")
     output_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
+    cache_read_tokens = serializers.IntegerField(required=False, help_text="Of input_tokens, read from the cache.")
+    cache_write_tokens = serializers.IntegerField(required=False, help_text="Of input_tokens, written to it.")
     cost = serializers.FloatField(required=False)
+
+    def to_representation(self, instance: Any) -> Any:
+        # Rows written before every leg stored the three counters hold {}; they are told as zeros.
+        return encode_value(normalize_usage(instance))
 
 
 class MessageSerializer(_CodecDictSerializer):
@@ -169,8 +179,8 @@ class RunOutcomeSerializer(serializers.Serializer):
         help_text="denied: the run ended after a denial (an expired request is a denial by nobody); in_progress: "
         "queued, running, waiting for a verdict or a retry.")
     summary = serializers.CharField(source="label", help_text="One sentence, as the run's page says it.")
-    by = serializers.SlugRelatedField(
-        slug_field="username", read_only=True, allow_null=True,
+    by = serializers.CharField(
+        source="by.username", allow_null=True,
         help_text="The username of the person whose act decided it (approver, denier, who cancelled); null for an "
         "act of the system.")
 

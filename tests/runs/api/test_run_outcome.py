@@ -98,3 +98,17 @@ def test_the_run_list_has_each_runs_outcome_and_approvals(drain_runs, reviewer, 
     drain_runs()
     (listed,) = reviewer_client.get("/api/runs/").json()["results"]
     assert (listed["outcome"]["kind"], [a["verdict"] for a in listed["approvals"]]) == ("denied", ["denied"])
+
+
+def test_every_leg_of_a_run_needing_review_reports_the_three_usage_counters(needs_review_run, read):
+    needs_review_run("o-review")
+    legs = read("o-review")["legs"]
+    assert [set(leg["usage"]) >= {"input_tokens", "output_tokens", "total_tokens"} for leg in legs] == [True] * len(legs)
+
+
+def test_a_leg_that_ends_before_any_model_call_stores_the_three_counters(needs_review_run):
+    from runs.models import Leg
+
+    needs_review_run("o-review")
+    assert all({"input_tokens", "output_tokens", "total_tokens"} <= set(leg.usage)
+               for leg in Leg.objects.filter(run__run_id="o-review"))
