@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 from runs.api.inputs import MAX_ID_CHARS
 from runs.api.messages import PART_SERIALIZERS
 from runs.api.outputs import ErrorSerializer
-from runs.api.stream_parts import EXAMPLE_STREAM, stream_part_components
+from runs.api.stream_parts import EVENT_STREAM_SCHEMA, EXAMPLE_STREAM, stream_part_components
 
 __all__ = [
     "APPROVAL_ID_PATH",
@@ -82,9 +82,8 @@ SCHEMA_SETTINGS = {
     ],
 }
 
-#: The events endpoint's answer: the raw event stream (OpenAPI before 3.2 cannot type the events of a stream, and a
-#: client generated from an object schema would parse the whole stream as one JSON value); each event's data is a
-#: StreamPart, linked by ``x-sse-data`` (``run_events_documented`` adds the components).
+#: The events endpoint's answer; ``stream_parts_documented`` puts its schema (runs.api.stream_parts.EVENT_STREAM_SCHEMA:
+#: an event, or the whole body as text) and the components it names in the document.
 _EVENT_STREAM = OpenApiResponse(
     OpenApiTypes.STR,
     description="The event stream: `retry: 1000` once, then for each part `id: <seq>` and `data: <StreamPart as "
@@ -163,8 +162,7 @@ def stream_parts_documented(result: dict[str, Any], **kwargs: Any) -> dict[str, 
     for path_item in result.get("paths", {}).values():
         operation = path_item.get("get")
         if isinstance(operation, dict) and operation.get("operationId") == "runs_events":
-            stream = operation["responses"]["200"]["content"]["text/event-stream"]
-            stream["schema"]["x-sse-data"] = {"$ref": "#/components/schemas/StreamPart"}
+            operation["responses"]["200"]["content"]["text/event-stream"]["schema"] = dict(EVENT_STREAM_SCHEMA)
     return result
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from runs.agents.retries import RETRY_PART_TYPE
 from runs.runtime.types import FINISH_REASONS, STEP_FINISH_REASONS
 
-__all__ = ["EXAMPLE_STREAM", "STREAM_PART_COMPONENTS", "stream_part_components"]
+__all__ = ["EVENT_STREAM_SCHEMA", "EXAMPLE_STREAM", "stream_part_components"]
 
 _REF = "#/components/schemas/"
 
@@ -119,9 +119,35 @@ def _part_schema(kind: str, description: str, properties: dict[str, Any], requir
     }
 
 
+#: One event of the stream, as OpenAPI before 3.2 reads a text/event-stream schema (schemathesis checks each event
+#: against it): its fields once parsed.
+_RUN_EVENT = {
+    "type": "object",
+    "description": "One Server-Sent Event of the stream, once parsed.",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The part's seq (a parser may repeat the last "
+               "one on [DONE], which has none)."},
+        "event": {"type": "string", "description": "Always the default, message."},
+        "data": {"type": "string", "description": "One StreamPart as JSON, or [DONE]."},
+        "retry": {"type": "integer", "description": "The reconnection delay in ms (retry: 1000, once at the start)."},
+    },
+    "required": ["data"],
+}
+
+#: The events endpoint's text/event-stream schema: each event (for tools that read the schema per event, as OpenAPI
+#: before 3.2 says), or the whole body as text (for clients that read it as one value, e.g. generated ones, which
+#: must not parse a stream as one JSON object); ``x-sse-data`` names the schema of each event's data.
+EVENT_STREAM_SCHEMA = {
+    "anyOf": [{"$ref": _REF + "RunEvent"}, {"type": "string"}],
+    "x-sse-data": {"$ref": _REF + "StreamPart"},
+}
+
+
 def stream_part_components() -> dict[str, dict[str, Any]]:
-    """The components: one schema per part type, and ``StreamPart``, their union discriminated by ``type``."""
+    """The components: one schema per part type, ``StreamPart``, their union discriminated by ``type``, and
+    ``RunEvent``, an event of the stream."""
     components = {name: _part_schema(kind, *rest) for kind, (name, *rest) in _PARTS.items()}
+    components["RunEvent"] = _RUN_EVENT
     components["StreamPart"] = {
         "description": "One part of a run's stream (an SSE event's data, a WebSocket frame's part).",
         "oneOf": [{"$ref": _REF + name} for name, *_ in _PARTS.values()],
@@ -129,8 +155,6 @@ def stream_part_components() -> dict[str, dict[str, Any]]:
     }
     return components
 
-
-STREAM_PART_COMPONENTS = tuple(stream_part_components())
 
 #: An example stream: a coder run resumed after its sub-agent's run_shell was approved (shortened).
 EXAMPLE_STREAM = """\
