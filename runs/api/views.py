@@ -11,7 +11,10 @@ Deciding needs the reviewers' permission, and only those who may decide see appr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from django.db.models import QuerySet
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -109,6 +112,27 @@ def _run_summary(run: Run) -> RunSummary:
     )
 
 
+class _Presented:
+    """A queryset the paginator counts and slices, whose rows come out through ``present``: only a page's rows
+    are presented."""
+
+    def __init__(self, rows: QuerySet, present: Callable[[Any], Any]) -> None:
+        self.rows, self.present = rows, present
+
+    @property
+    def ordered(self) -> bool:
+        return self.rows.ordered
+
+    def count(self) -> int:
+        return self.rows.count()
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, index: slice) -> list[Any]:
+        return [self.present(row) for row in self.rows[index]]
+
+
 def _render_context(request: Request) -> dict[str, Any]:
     return {"request": request, SHOW_TOKENS: approval_is_decidable_by(user=request.user)}
 
@@ -155,12 +179,9 @@ class _PaginatedApi(_Api):
     # drf-spectacular reads this attribute to document the page shape.
     pagination_class = ApiPagination
 
-    def paginated(self, request: Request, rows, serializer_class, *, present=None) -> Response:
-        """One page of ``rows``, each passed through ``present`` (when given) before it is rendered."""
+    def paginated(self, request: Request, rows, serializer_class) -> Response:
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, request, view=self)
-        if present is not None:
-            page = [present(row) for row in page]
         rendered = serializer_class(page, many=True, context=_render_context(request))
         return paginator.get_paginated_response(rendered.data)
 
@@ -188,7 +209,7 @@ class RunListApi(_PaginatedApi):
         filters.is_valid(raise_exception=True)
         runs = runs_readable_by(run_list(**filters.validated_data), user=request.user)
         runs = runs.select_related("cancelled_by").prefetch_related(*RUN_LIST_PREFETCH)
-        return self.paginated(request, runs, RunSerializer, present=_run_summary)
+        return self.paginated(request, _Presented(runs, _run_summary), RunSerializer)
 
 
 class RunStartApi(_Api):
