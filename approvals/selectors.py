@@ -33,6 +33,7 @@ __all__ = [
     "approval_state",
     "approval_suspension_is_settled",
     "approval_suspension_pending_list",
+    "approval_verdict",
     "approval_verdicts_for_resume",
 ]
 
@@ -44,6 +45,17 @@ def approval_state(request: ApprovalRequest, *, now: datetime | None = None) -> 
     if request.status == Status.PENDING and request.expires_at <= (now or timezone.now()):
         return Status.EXPIRED
     return request.status
+
+
+#: A request's state as the verdict it came to (SERVICE.md): a used approval was an approval; a pending request or
+#: one cancelled with its run has none.
+_VERDICTS = {Status.APPROVED: "approved", Status.USED: "approved", Status.DENIED: "denied", Status.EXPIRED: "expired",
+             Status.SUPERSEDED: "superseded"}
+
+
+def approval_verdict(request: ApprovalRequest, *, now: datetime | None = None) -> str | None:
+    """The verdict ``request`` came to as of ``now``: approved, denied, expired, superseded, or None (none yet)."""
+    return _VERDICTS.get(approval_state(request, now=now))
 
 
 def approval_is_open(request: ApprovalRequest, *, now: datetime | None = None) -> bool:
@@ -118,20 +130,22 @@ def approval_suspension_is_settled(*, run: Run, revision_id: int | None = None) 
 
 
 def approval_verdicts_for_resume(*, run: Run) -> list[dict[str, Any]]:
-    """The verdicts of the run's latest suspension, with their tokens, for resume_from_checkpoint to check again.
-    Expired, superseded and cancelled requests give none: the runtime denies them by default."""
+    """The verdicts of the run's latest suspension, with their tokens, for resume_from_checkpoint to check again,
+    and who gave each (a username, for the stream's tool-approval-verdict part). Expired, superseded and cancelled
+    requests give none: the runtime denies them by default, decided by nobody."""
     latest = Checkpoint.objects.filter(run=run, session_key=run.run_id, status="suspended").order_by("-id").first()
     if latest is None:
         return []
     decided = ApprovalRequest.objects.filter(
         revision=latest, status__in=[Status.APPROVED, Status.DENIED, Status.USED]
-    ).order_by("id")
+    ).select_related("decided_by").order_by("id")
     verdicts = []
     for request in decided:
         verdict = {
             "approval_id": request.approval_id,
             "approved": request.status != Status.DENIED,
             "token": request.token,
+            "decided_by": request.decided_by.get_username() if request.decided_by else None,
         }
         if request.reason:
             verdict["reason"] = request.reason

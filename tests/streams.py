@@ -16,10 +16,11 @@ ORIGIN = (b"origin", b"http://localhost")
 
 
 def parse_sse(text: str) -> list[dict[str, Any]]:
-    """Events as dicts with ``id`` (int or None) and ``data`` (the decoded part, or "[DONE]")."""
+    """Events as dicts with ``id`` (int or None) and ``data`` (the decoded part, or "[DONE]"); the ``retry:`` hint
+    is not an event."""
     events = []
     for block in text.replace("\r\n", "\n").split("\n\n"):
-        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
+        lines = [line for line in block.split("\n") if line and not line.startswith((":", "retry:"))]
         if not lines:
             continue
         fields: dict[str, list[str]] = {}

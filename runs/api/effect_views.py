@@ -21,13 +21,16 @@ from rest_framework.views import APIView
 from runs.access import RESOLVE_EFFECTS, VIEW_EVERY_RUN, effect_is_resolvable_by
 from runs.api.generic import validated_input
 from runs.api.inputs import path_operation_id, path_run_id
-from runs.api.schema import error_answer
+from runs.api.schema import UNAUTHENTICATED, WWW_AUTHENTICATE, error_answer
 from runs.services.resolution import RESOLVE_ACTIONS, effect_resolve
 from runs.models import Effect, EffectTransition
 from runs.presenters.metrics import effect_metrics
 from runs.services.stop_switch import effects_release, effects_stop
 
 __all__ = ["EffectResolveApi", "EffectStopApi", "MetricsApi"]
+
+_TOO_LARGE = error_answer("The body is larger than 1 MiB.")
+_NOT_JSON = error_answer("The body is not application/json.")
 
 #: Who may flip a stop switch (the admin's add permission on switches; superusers have it).
 STOP_EFFECTS = "runs.add_effectstopswitch"
@@ -147,12 +150,16 @@ class EffectResolveApi(APIView):
         "continues with an is_error result saying so). Recorded with who, when and why; the run is queued again "
         "once none of its effects needs review.",
         request=EffectResolveInputSerializer,
+        parameters=[WWW_AUTHENTICATE],
         responses={
             200: EffectLedgerEntrySerializer,
             400: error_answer("Field errors: an unknown action, no reason, a commit without a receipt."),
-            403: error_answer("Not logged in, or not a reviewer."),
+            401: UNAUTHENTICATED,
+            403: error_answer("Not a reviewer, or a signed-in browser session that did not send its CSRF token."),
             404: error_answer("No such run, or no such effect in it."),
             409: error_answer("The effect does not need review, or its run is queued or running."),
+            413: _TOO_LARGE,
+            415: _NOT_JSON,
         },
     )
     def post(self, request: Request, run_id: str, operation_id: str) -> Response:
@@ -170,7 +177,8 @@ class MetricsApi(APIView):
         summary="The effect ledger's measures",
         description="Duplicate effects, the age of the oldest unknown outcome, recovery completion time, expired "
         "approvals, manual reconciliations; with the effects in each state and the stop switches that are on.",
-        responses={200: EffectMetricsSerializer, 403: error_answer("Not support or a reviewer.")},
+        parameters=[WWW_AUTHENTICATE],
+        responses={200: EffectMetricsSerializer, 401: UNAUTHENTICATED, 403: error_answer("Not support or a reviewer.")},
     )
     def get(self, request: Request) -> Response:
         return Response(EffectMetricsSerializer(effect_metrics()).data)
@@ -185,10 +193,15 @@ class EffectStopApi(APIView):
         description="While a switch is on (every agent, or one), no new effect is attempted: a run that reaches one "
         "suspends with \"effects are stopped\"; reads and reconciliation go on. Released, held runs continue.",
         request=EffectStopInputSerializer,
+        parameters=[WWW_AUTHENTICATE],
         responses={
             200: EffectStopResultSerializer,
             400: error_answer("Field errors, or an unknown agent."),
-            403: error_answer("Not allowed to flip the switch."),
+            401: UNAUTHENTICATED,
+            403: error_answer("Not allowed to flip the switch, or a signed-in browser session that did not send its "
+                              "CSRF token."),
+            413: _TOO_LARGE,
+            415: _NOT_JSON,
         },
     )
     def post(self, request: Request) -> Response:

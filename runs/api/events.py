@@ -25,7 +25,10 @@ __all__ = ["run_events"]
 
 _KEEPALIVE_EVERY = 15  # idle ticks of a second
 _DONE = "data: [DONE]\n\n"
-_OPENED = ": following\n\n"  # an SSE comment
+# The reconnection delay (ms) an EventSource takes, then a comment: a plain EventSource that loses the stream (or
+# reads a finished run's [DONE] and is closed by the server) reconnects after a second with its Last-Event-ID.
+_RETRY_MS = 1000
+_OPENED = f"retry: {_RETRY_MS}\n: following\n\n"
 
 
 def _authenticator(request: HttpRequest):

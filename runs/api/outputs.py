@@ -17,7 +17,9 @@ from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
 from runs.models import Effect, Leg, Run
+from runs.presenters.outcome import OUTCOME_KINDS, Outcome
 from runs.runtime.codec import encode_value
+from runs.runtime.usage import normalize_usage
 
 __all__ = [
     "AgentCheckpointSerializer",
@@ -29,6 +31,7 @@ __all__ = [
     "RunDetail",
     "RunDetailSerializer",
     "RunSerializer",
+    "RunSummary",
     "SHOW_TOKENS",
     "ToolApprovalRequestSerializer",
 ]
@@ -38,20 +41,29 @@ SHOW_TOKENS = "show_tokens"
 
 
 @dataclass(frozen=True)
-class RunDetail:
-    """A run with what its detail answer shows besides its own fields, read by the view."""
+class RunSummary:
+    """A run with what every answer about it shows besides its own fields (its outcome and every approval request
+    with its verdict), read by the view."""
 
     run: Run
-    input_messages: list[dict[str, Any]]
-    pending_approvals: list[dict[str, Any]]
-    legs: Sequence[Leg]
-    effects: list[dict[str, Any]]
+    outcome: Outcome
+    approvals: list[dict[str, Any]]
 
     def __getattr__(self, name: str) -> Any:
         # Only called for names the dataclass lacks: the run's own fields (run_id, status, usage...).
         if name == "run":
             raise AttributeError(name)
         return getattr(self.run, name)
+
+
+@dataclass(frozen=True)
+class RunDetail(RunSummary):
+    """A run with what its detail answer shows besides its own fields, read by the view."""
+
+    input_messages: list[dict[str, Any]]
+    pending_approvals: list[dict[str, Any]]
+    legs: Sequence[Leg]
+    effects: list[dict[str, Any]]
 
 
 def _without_tokens(requests: Any, context: dict[str, Any]) -> Any:
@@ -77,10 +89,19 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class UsageSerializer(_CodecDictSerializer):
-    input_tokens = serializers.IntegerField()
+    """Token counts: the three counters always (0 for a leg that called no model), cache counts and cost when
+    known."""
+
+    input_tokens = serializers.IntegerField(help_text="Every prompt token, cached ones included.")
     output_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
+    cache_read_tokens = serializers.IntegerField(required=False, help_text="Of input_tokens, read from the cache.")
+    cache_write_tokens = serializers.IntegerField(required=False, help_text="Of input_tokens, written to it.")
     cost = serializers.FloatField(required=False)
+
+    def to_representation(self, instance: Any) -> Any:
+        # Rows written before every leg stored the three counters hold {}; they are told as zeros.
+        return encode_value(normalize_usage(instance))
 
 
 class MessageSerializer(_CodecDictSerializer):
@@ -150,17 +171,47 @@ class LegSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class RunOutcomeSerializer(serializers.Serializer):
+    """What the run came to (runs.presenters.outcome), for clients to branch on."""
+
+    kind = serializers.ChoiceField(
+        choices=OUTCOME_KINDS,
+        help_text="denied: the run ended after a denial (an expired request is a denial by nobody); in_progress: "
+        "queued, running, waiting for a verdict or a retry.")
+    summary = serializers.CharField(source="label", help_text="One sentence, as the run's page says it.")
+    by = serializers.CharField(
+        source="by.username", allow_null=True,
+        help_text="The username of the person whose act decided it (approver, denier, who cancelled); null for an "
+        "act of the system.")
+
+
+class RunApprovalSerializer(serializers.Serializer):
+    """One approval request of the run, decided or not (runs.presenters.outcome.run_approvals_told)."""
+
+    approval_id = serializers.CharField()
+    tool_name = serializers.CharField()
+    status = serializers.ChoiceField(choices=ApprovalRequest.Status.choices, help_text="As of now: a pending request "
+                                     "past its expiry is expired.")
+    verdict = serializers.ChoiceField(choices=["approved", "denied", "expired", "superseded"], allow_null=True,
+                                      help_text="null: no verdict (pending, or cancelled with the run).")
+    decided_by = serializers.CharField(allow_null=True, help_text="A username; null for an act of the system.")
+    decided_at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+
+
 class RunSerializer(serializers.ModelSerializer):
-    """A run as lists show it: status and counters, without legs, effects or pending approvals."""
+    """A run as lists show it: status, counters, outcome and approvals, without legs, effects or pending approvals."""
 
     status_display = serializers.CharField(source="get_status_display", help_text="The status as people read it.")
     usage = UsageSerializer(help_text="Cumulative over every leg.")
+    outcome = RunOutcomeSerializer(read_only=True)
+    approvals = RunApprovalSerializer(many=True, read_only=True, help_text="Every request of the run, oldest first.")
 
     class Meta:
         model = Run
         fields = ["run_id", "agent", "status", "status_display", "step_index", "usage", "finish_reason", "error",
                   "cancel_requested", "owner_epoch", "created_at", "updated_at", "retry_at", "retry_attempt",
-                  "retry_limit"]
+                  "retry_limit", "outcome", "approvals"]
         read_only_fields = fields
 
 

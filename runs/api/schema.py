@@ -14,16 +14,16 @@ import re
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.validators import RegexValidator
 from django.urls import URLPattern, URLResolver, get_resolver
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.views import APIView
 
 from runs.api.inputs import MAX_ID_CHARS
 from runs.api.messages import PART_SERIALIZERS
 from runs.api.outputs import ErrorSerializer
+from runs.api.stream_parts import EVENT_STREAM_SCHEMA, EXAMPLE_STREAM, stream_part_components
 
 __all__ = [
     "APPROVAL_ID_PATH",
@@ -38,6 +38,7 @@ __all__ = [
     "error_answer",
     "json_body_answers",
     "run_events_documented",
+    "stream_parts_documented",
 ]
 
 _ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}
@@ -92,21 +93,20 @@ SCHEMA_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept
         "runs.api.schema.empty_query_values_documented",
+        "runs.api.schema.stream_parts_documented",
     ],
 }
 
-#: One event of the stream, as OpenAPI before 3.2 describes a text/event-stream response: its fields.
-RUN_EVENT = inline_serializer(
-    "RunEvent",
-    fields={
-        "id": serializers.CharField(
-            required=False, validators=[RegexValidator(r"\A[0-9]+\Z")], help_text="The part's seq; none on [DONE]."
-        ),
-        "event": serializers.CharField(required=False, help_text="Always the default, message."),
-        "data": serializers.CharField(help_text="One stream part as JSON ({\"type\": ...}), or [DONE]."),
-    },
+#: The events endpoint's answer; ``stream_parts_documented`` puts its schema (runs.api.stream_parts.EVENT_STREAM_SCHEMA:
+#: an event, or the whole body as text) and the components it names in the document.
+_EVENT_STREAM = OpenApiResponse(
+    OpenApiTypes.STR,
+    description="The event stream: `retry: 1000` once, then for each part `id: <seq>` and `data: <StreamPart as "
+    "JSON>` (see the StreamPart schema, a union discriminated by `type`) and a blank line; `data: [DONE]` without an "
+    "id ends the turn.",
+    examples=[OpenApiExample("A coder run resumed after a verdict", value=EXAMPLE_STREAM,
+                             media_type="text/event-stream", response_only=True)],
 )
-
 
 class RunEventsSchemaApi(APIView):
     """The description of ``GET /api/runs/{run_id}/events/`` (served by runs.api.events.run_events)."""
@@ -121,7 +121,11 @@ class RunEventsSchemaApi(APIView):
             "neither queued nor running; a store failure sends an error part and no `[DONE]`, so the client "
             "reconnects with its cursor. A run that does not exist, or that the user may not read, is a 404 before "
             "any event; past the per-user cap of open streams (DEUZ_MAX_STREAMS_PER_USER) a 429. Comments "
-            "(`: keep-alive`) are sent while the run is idle."
+            "(`: keep-alive`) are sent while the run is idle. The stream opens with `retry: 1000`, so a plain EventSource "
+            "reconnects after a second, with its Last-Event-ID. Each `data:` is a StreamPart (its `type` tells which): "
+            "start, step-start, text-delta, tool-call, tool-approval-request, tool-approval-verdict (before the "
+            "settled call's tool-result), tool-result, step-finish, finish, error, recovery, retry, cancelled; a "
+            "sub-agent's parts carry `agent_path`, the top-level agent's none."
         ),
         parameters=[
             RUN_ID_PATH,
@@ -141,9 +145,7 @@ class RunEventsSchemaApi(APIView):
             WWW_AUTHENTICATE,
         ],
         responses={
-            (200, "text/event-stream"): OpenApiResponse(
-                RUN_EVENT, description="The event stream (`id:` and `data:` lines, one blank line after each)."
-            ),
+            (200, "text/event-stream"): _EVENT_STREAM,
             400: error_answer("The cursor is not a whole number of at least -1."),
             401: UNAUTHENTICATED,
             404: error_answer("No such run, or one the user may not read."),
@@ -166,6 +168,17 @@ def run_events_documented(endpoints: list[tuple]) -> list[tuple]:
         if inspect.unwrap(callback) is inspect.unwrap(run_events)
     ]
     return [*endpoints, *documented]
+
+
+def stream_parts_documented(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """POSTPROCESSING_HOOKS entry: the stream part schemas (runs.api.stream_parts) in the components, and the events
+    endpoint's stream linked to their union."""
+    result.setdefault("components", {}).setdefault("schemas", {}).update(stream_part_components())
+    for path_item in result.get("paths", {}).values():
+        operation = path_item.get("get")
+        if isinstance(operation, dict) and operation.get("operationId") == "runs_events":
+            operation["responses"]["200"]["content"]["text/event-stream"]["schema"] = dict(EVENT_STREAM_SCHEMA)
+    return result
 
 
 def empty_query_values_documented(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

@@ -11,7 +11,10 @@ Deciding needs the reviewers' permission, and only those who may decide see appr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from django.db.models import QuerySet
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -20,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals.roles import approval_is_decidable_by
-from approvals.selectors import approval_pending_list
+from approvals.selectors import approval_pending_list, approval_run_list
 from approvals.services import approval_decide
 from runs.access import CANCEL_EVERY_RUN, VIEW_EVERY_RUN, runs_readable_by
 from runs.api.inputs import (
@@ -40,6 +43,7 @@ from runs.api.outputs import (
     RunDetail,
     RunDetailSerializer,
     RunSerializer,
+    RunSummary,
 )
 from runs.api.generic import ApiPagination, ApiView, PaginatedApiView, validated_input
 from runs.api.permissions import CanCancelRun, CanDecideApprovals, CanReadRun
@@ -55,6 +59,7 @@ from runs.api.schema import (
     json_body_answers,
 )
 from runs.models import Run
+from runs.presenters.outcome import RUN_LIST_PREFETCH, run_approvals_told, run_list_outcome, run_outcome_get
 from runs.selectors import (
     run_checkpoint_list,
     run_effect_list,
@@ -87,11 +92,43 @@ def _run_detail(run: Run) -> RunDetail:
     """What a run's detail answer shows, read here so that the serializer only renders."""
     return RunDetail(
         run=run,
+        outcome=run_outcome_get(run),
+        approvals=run_approvals_told(approval_run_list(run=run)),
         input_messages=run_input_messages(run),
         pending_approvals=[request.as_request() for request in approval_pending_list(run=run)],
         legs=run_leg_list(run=run),
         effects=run_effect_list(run=run),
     )
+
+
+def _run_summary(run: Run) -> RunSummary:
+    """A listed run with its outcome and approvals, from its prefetched RUN_LIST_PREFETCH."""
+    return RunSummary(
+        run=run,
+        outcome=run_list_outcome(run)[1],
+        approvals=run_approvals_told(sorted(run.approval_requests.all(), key=lambda request: request.pk)),
+    )
+
+
+class _Presented:
+    """A queryset the paginator counts and slices, whose rows come out through ``present``: only a page's rows
+    are presented."""
+
+    def __init__(self, rows: QuerySet, present: Callable[[Any], Any]) -> None:
+        self.rows, self.present = rows, present
+
+    @property
+    def ordered(self) -> bool:
+        return self.rows.ordered
+
+    def count(self) -> int:
+        return self.rows.count()
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, index: slice) -> list[Any]:
+        return [self.present(row) for row in self.rows[index]]
 
 
 def _render_context(request: Request) -> dict[str, Any]:
@@ -123,8 +160,8 @@ class RunListApi(_PaginatedApi):
         summary="List runs",
         description=f"Runs you may read (your own; every run with {VIEW_EVERY_RUN}), newest first, paginated, "
         "filterable by status, agent and creator (an empty value is no filter). "
-        "Each run is in the list representation: no input messages, pending approvals, legs or effects (GET the "
-        "run for those).",
+        "Each run is in the list representation, with its outcome and approvals: no input messages, pending "
+        "approvals, legs or effects (GET the run for those).",
         parameters=[RunListFilterSerializer, WWW_AUTHENTICATE],
         responses={
             200: RunSerializer(many=True),
@@ -136,7 +173,8 @@ class RunListApi(_PaginatedApi):
     def get(self, request: Request) -> Response:
         filters = validated_input(RunListFilterSerializer, request.query_params)
         runs = runs_readable_by(run_list(**filters), user=request.user)
-        return self.paginated(request, runs, RunSerializer)
+        runs = runs.select_related("cancelled_by").prefetch_related(*RUN_LIST_PREFETCH)
+        return self.paginated(request, _Presented(runs, _run_summary), RunSerializer)
 
 
 class RunStartApi(_Api):
@@ -187,9 +225,10 @@ class RunDetailApi(_Api):
     @extend_schema(
         operation_id="runs_retrieve",
         summary="One run with its pending approvals, legs and effects",
-        description="The run's status and cumulative usage, the messages it started from, the approval requests "
-        "it waits on (with the tokens a verdict must echo, for users who may decide), its legs (owner epochs) and "
-        "effects (ledger).",
+        description="The run's status and cumulative usage, its outcome (what it came to, in one sentence, and who "
+        "decided it), every approval request it made with its verdict, the messages it started from, the approval "
+        "requests it waits on (with the tokens a verdict must echo, for users who may decide), its legs (owner "
+        "epochs) and effects (ledger).",
         parameters=[RUN_ID_PATH, WWW_AUTHENTICATE],
         responses={200: RunDetailSerializer, 401: UNAUTHENTICATED, 404: _NOT_FOUND},
     )

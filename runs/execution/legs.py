@@ -47,7 +47,7 @@ from runs.runtime.loops import stream_chat
 from runs.runtime.redact import redact
 from runs.runtime.results import GenerateTextResult
 from runs.runtime.stores import SavedCheckpoint
-from runs.runtime.usage import empty_usage
+from runs.runtime.usage import empty_usage, normalize_usage
 from runs.secrets.redaction import service_secrets
 from runs.selectors import run_latest_checkpoint_row
 from runs.services.lifecycle import (
@@ -341,7 +341,7 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
     watcher: asyncio.Task[None] | None = None
     flushed = asyncio.Event()
     flusher = asyncio.create_task(leg.writer.run(flushed))
-    finish_reason, usage, error, waits = "error", {}, "", ""
+    finish_reason, usage, error, waits = "error", empty_usage(), "", ""
     model_error: ModelCallError | None = None
     try:
         if claim.cancel_requested:  # cancelled while its last owner ran it: the runtime stops before any call
@@ -363,7 +363,7 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
     except EffectHeldElsewhere as exc:  # another run is performing this business operation: wait until it settles
         finish_reason, error, waits = EFFECT_WAIT_FINISH, str(exc), exc.operation_id
     except ModelCallError as exc:  # its error part is in the journal already; retried or failed below
-        model_error, usage = exc, dict(exc.usage or {})
+        model_error, usage = exc, normalize_usage(exc.usage)
     except (CheckpointCorruptError, RunHalted) as exc:
         finish_reason, error = "needs_review", redact(str(exc), leg_secrets())
         if isinstance(exc, EffectNeedsReview) and exc.opened_by:  # another run's operation: its resolution frees us
@@ -378,7 +378,7 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
             watcher.cancel()
         flushed.set()
         await leg.end_journal(flusher)
-        await leg.close("aborted", {}, "The worker stopped during this leg.")
+        await leg.close("aborted", empty_usage(), "The worker stopped during this leg.")
         raise
     except Exception as exc:  # a failed leg fails its run, never the worker
         logger.exception("Leg %s of run %s failed.", claim.leg, claim.run_id)

@@ -46,6 +46,12 @@ class JournalProgress:
 
 def _progress_event(part: dict[str, Any]) -> ProgressEvent | None:
     kind = part.get("type")
+    if part.get("agent_path"):  # a sub-agent's part: its text and tool calls, marked with its path
+        path = tuple(part["agent_path"])
+        event = _progress_event({key: value for key, value in part.items() if key != "agent_path"})
+        if event is None or event.kind not in ("delta", "tool_call", "tool_result"):
+            return None
+        return ProgressEvent(event.kind, text=event.text, agent_path=path)
     if kind == "step-start":
         return ProgressEvent("step", step_index=part.get("step_index"), status="started")
     if kind == "text-delta":

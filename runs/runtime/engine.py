@@ -153,6 +153,17 @@ def _text_of(message: Message) -> str:
     return "".join(part.get("text", "") for part in content if part.get("type") == "text")
 
 
+def _tagged(emit: Emit, agent_path: tuple[str, ...]) -> Emit:
+    """A sub-agent's emit: each of its parts carries its ``agent_path`` (a deeper agent's keeps its own, longer one);
+    the top-level agent's parts carry none."""
+    path = list(agent_path)
+
+    def emit_tagged(part: StreamPart) -> None:
+        emit(part if "agent_path" in part else {**part, "agent_path": path})
+
+    return emit_tagged
+
+
 def _stop_conditions(stop_when: Any) -> list[Callable[[StopContext], bool]]:
     if stop_when is None:
         return []
@@ -167,7 +178,7 @@ class _StepEngine(ModelCall, ToolPhase, ApprovalGate):
     def __init__(self, options: CallOptions, start: LegStart, emit: Emit) -> None:
         self.o = options
         self.deps: Deps = options.deps  # type: ignore[assignment]
-        self.emit = emit
+        self.emit = _tagged(emit, options.agent_path) if options.agent_path else emit
         self.tools = normalize_tools(options.tools)
         session = options.session
         is_resume = start.checkpoint is not None

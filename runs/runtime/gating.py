@@ -9,19 +9,52 @@ not authorized still reaches its ledger, which may replay the outcome of an earl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from .approvals import DENIED_BY_DEFAULT_REASON, DENIED_REASON, find_response, mint_request, settle_verdict
+from .approvals import (
+    DENIED_BY_DEFAULT_REASON,
+    DENIED_REASON,
+    Verdict,
+    find_response,
+    mint_request,
+    settle_verdict,
+)
 from .stores import resolve
 from .tool_phase import ToolCallFate, tool_result
 from .tools import Tool
-from .types import CLIENT_TOOL_NO_RESULT, ToolApprovalRequest
+from .types import CLIENT_TOOL_NO_RESULT, StreamPart, ToolApprovalRequest
 
 if TYPE_CHECKING:
     from .deps import Deps
     from .engine import CallOptions, LegStart
 
-__all__ = ["ApprovalGate"]
+__all__ = ["ApprovalGate", "verdict_part"]
+
+
+def verdict_part(
+    call: Mapping[str, Any],
+    approval_id: str | None,
+    response: Mapping[str, Any] | None,
+    verdict: Verdict,
+) -> StreamPart:
+    """The ``tool-approval-verdict`` part of a settled call: the verdict the runtime applied, and who gave it.
+
+    ``decided_by`` is the response's (the service passes the reviewer's username as data); it is None when no
+    person decided: an unanswered request (expired, superseded) or a verdict the token checks turned into a
+    denial. ``edited`` is False until edit-before-approve exists.
+    """
+    given = response is not None and (response.get("approved") is True) == verdict.approved
+    reason = verdict.reason if verdict.reason is not None else (response or {}).get("reason")
+    return {
+        "type": "tool-approval-verdict",
+        "approval_id": approval_id,
+        "tool_call_id": call["tool_call_id"],
+        "approved": verdict.approved,
+        "reason": reason if isinstance(reason, str) else "",
+        "decided_by": (response or {}).get("decided_by") if given else None,
+        "edited": False,
+    }
 
 
 class ApprovalGate:
@@ -33,6 +66,7 @@ class ApprovalGate:
     binding_run_id: str | None
     is_durable: bool
     responses: tuple
+    emit: Callable[[StreamPart], None]
 
     async def _settle_call(self, fate: ToolCallFate, spec: Tool, request: ToolApprovalRequest | None) -> None:
         call = fate.call
@@ -64,6 +98,7 @@ class ApprovalGate:
             tool_input=call["input"],
         )
         fate.settled_by_verdict = True
+        self.emit(verdict_part(call, approval_id, response, verdict))
         if verdict.approved:
             fate.runnable = True
             approved = verdict.payload or request or call

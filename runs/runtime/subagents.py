@@ -21,6 +21,21 @@ _PROMPT_SCHEMA = {
 }
 
 
+#: A sub-agent's parts its parent's stream does not repeat: the child leg's envelope (the parent's tool-call and
+#: tool-result bracket it) and its approval requests (the parent's suspension announces them, with their agent_path).
+_NOT_FORWARDED = frozenset({"start", "finish", "tool-approval-request"})
+
+
+def _forwarding(ctx: ToolContext):
+    """The child leg's emit: its parts into the parent's stream (tagged with its agent_path by the engine)."""
+
+    def forward(part: dict[str, Any]) -> None:
+        if part.get("type") not in _NOT_FORWARDED:
+            ctx.emit(part)
+
+    return forward
+
+
 class SubAgentApprovalUnavailable(Exception):
     """A gated call inside a sub-agent with no inherited approver and no durable session to suspend."""
 
@@ -60,7 +75,8 @@ def agent_tool(
         )
         if ctx.store is None or ctx.run_id is None:
             messages = [{"role": "user", "content": prompt}]
-            result = await run_leg(CallOptions(**options, messages=messages), LegStart(messages=messages))
+            result = await run_leg(CallOptions(**options, messages=messages), LegStart(messages=messages),
+                                   _forwarding(ctx))
             if result.finish_reason == "aborted":
                 raise asyncio.CancelledError
             if result.finish_reason == "suspended":
@@ -95,7 +111,7 @@ async def _run_durable_child(ctx: ToolContext, name: str, prompt: str, options: 
     except CheckpointNotFoundError:
         messages = [{"role": "user", "content": prompt}]
         call = CallOptions(**options, messages=messages, session=session, binding_run_id=ctx.root_run_id)
-        return await run_leg(call, LegStart(messages=messages))
+        return await run_leg(call, LegStart(messages=messages), _forwarding(ctx))
     if checkpoint["status"] == "suspended" and not ctx.settling:
         # The child suspended, and the parent died before storing its own suspension: nobody was asked. Ask
         # again (the parent suspends with the child's requests) rather than deny what no one saw.
@@ -105,4 +121,4 @@ async def _run_durable_child(ctx: ToolContext, name: str, prompt: str, options: 
     call = CallOptions(
         **options, session=session, binding_run_id=ctx.root_run_id, approval_responses=ctx.approval_responses
     )
-    return await run_leg(call, LegStart.from_checkpoint(checkpoint))
+    return await run_leg(call, LegStart.from_checkpoint(checkpoint), _forwarding(ctx))

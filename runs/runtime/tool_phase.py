@@ -74,6 +74,7 @@ class ToolPhase:
     semaphore: asyncio.Semaphore | None
     ledger: Any
     settling: bool
+    emit: Any
 
     async def _tool_phase(
         self,
@@ -165,6 +166,7 @@ class ToolPhase:
             settling=self.settling,
             approval=fate.approval,
             denial=fate.denial,
+            emit=self.emit,
         )
         if self.o.signal is not None and self.o.signal.is_set():
             raise asyncio.CancelledError  # no new tool call once the leg is aborted (the engine ends it so)

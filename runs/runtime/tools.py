@@ -207,3 +207,6 @@ class ToolContext:
     approval: Mapping[str, Any] | None = None
     denial: str | None = None
     effect: EffectCall | None = None
+    # The leg's stream: a sub-agent tool emits its own parts into its parent's stream here (engine tags them with
+    # their agent_path).
+    emit: Callable[[dict[str, Any]], None] = lambda part: None

@@ -64,6 +64,7 @@ class ToolApprovalResponse(TypedDict):
     reason: NotRequired[str]
     token: NotRequired[str]
     tool_call_id: NotRequired[str]
+    decided_by: NotRequired[str | None]  # who gave the verdict, passed on as is in its tool-approval-verdict part
 
 
 class AgentCheckpoint(TypedDict):

@@ -28,7 +28,7 @@ from runs.agents.retries import RetryPlan
 from runs.runtime.codec import encode_value
 from runs.runtime.stores import SavedCheckpoint, is_sub_agent_key
 from runs.runtime.types import AgentCheckpoint
-from runs.runtime.usage import empty_usage
+from runs.runtime.usage import empty_usage, normalize_usage
 from runs.signals import run_cancelled, run_journal_ended, run_leg_closed, run_status_changed_on_commit, send_on_commit
 from runs.stores import get_store
 from runs.stores.ledger import EFFECT_WAIT_FINISH, EFFECTS_STOPPED_FINISH, effect_is_settled, effects_stop_reason
@@ -228,8 +228,8 @@ def run_leg_finish(
         raise ValueError("A retry plan goes with finish_reason 'retry', and only with it.")
     OwnerFence(run_id, epoch).hold()
     run = Run.objects.get(run_id=run_id)
-    Leg.objects.filter(run=run, number=leg).update(
-        ended_at=timezone.now(), finish_reason=finish_reason, usage=usage, error=error
+    Leg.objects.filter(run=run, number=leg).update(  # the three counters always, also for a leg with no model call
+        ended_at=timezone.now(), finish_reason=finish_reason, usage=normalize_usage(usage), error=error
     )
     run.lease_expires_at = None
     run.worker_id = ""

@@ -229,6 +229,20 @@ test("a cancelled part says who cancelled and why, and its finish reads cancelle
   assert.equal(transcript.status, "cancelled");
 });
 
+test("a sub-agent's parts show within the parent's step with their agent path, its own steps and finish ignored", () => {
+  const transcript = emptyTranscript();
+  const coder = ["coder"];
+  for (const part of [{ type: "step-start", step_index: 0 }, delta("Handing over."),
+    { type: "tool-call", tool_name: "coder", input: { prompt: "fix" } },
+    { type: "step-start", step_index: 0, agent_path: coder }, { ...delta("Running."), agent_path: coder },
+    { type: "tool-call", tool_name: "run_shell", input: { command: "ls" }, agent_path: coder },
+    { type: "step-finish", step_index: 0, agent_path: coder }]) applyPart(transcript, part);
+  assert.deepEqual(transcript.entries.map(({ kind, text, toolName, agentPath }) => [kind, text ?? toolName, agentPath]), [
+    ["text", "Handing over.", undefined], ["tool-call", "coder", undefined], ["text", "Running.", coder],
+    ["tool-call", "run_shell", coder]]);
+  assert.equal(transcript.status, "streaming");
+});
+
 test("a step that starts again without a recovery part (no checkpoint yet) replaces what it had shown", () => {
   const transcript = emptyTranscript();
   for (const part of [{ type: "step-start", step_index: 0 }, delta("Let "), delta("me "),

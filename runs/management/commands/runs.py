@@ -80,8 +80,8 @@ def _positive_float(text: str) -> float:
 #: How each progress event other than a text delta reads on its own line (``where``: the sub-agent's path).
 _EVENT_LINES = {
     "step": "step {event.step_index}:",
-    "tool_call": "  -> {event.text}",
-    "tool_result": "  <- {event.text}",
+    "tool_call": "  ->{where} {event.text}",
+    "tool_result": "  <-{where} {event.text}",
     "approval": "approval needed{where}: {event.text}",
     "recovery": "(recovery) {event.text}",
     "error": "error: {event.text}",

@@ -192,13 +192,14 @@ export function applyPart(transcript, part) {
   const { entries, step } = transcript;
   const last = entries.at(-1);
   transcript.status = "streaming";
+  if (part.agent_path?.length) return applySubAgentPart(transcript, part);
   switch (part.type) {
     case "step-start": // a step seen before starts again: a leg that died before any checkpoint sends no recovery
       transcript.entries = entries.filter((entry) => entry.step < part.step_index || entry.kind === "notice");
       transcript.step = part.step_index;
       break;
     case "text-delta":
-      if (last?.kind === "text" && last.step === step) last.text += part.text;
+      if (last?.kind === "text" && last.step === step && !last.agentPath) last.text += part.text;
       else entries.push({ kind: "text", step, text: part.text });
       break;
     case "tool-call": entries.push({ kind: "tool-call", step, toolName: part.tool_name, input: part.input }); break;
@@ -229,6 +230,29 @@ export function applyPart(transcript, part) {
       transcript.entries.push({ kind: "notice", step: part.restarted_step_index, text: part.message });
       break;
     default: // start, step-finish and parts this client does not know change nothing shown
+  }
+  return transcript;
+}
+
+/**
+ * A sub-agent's part (it has an `agent_path`): its text and tool calls are shown within the parent's
+ * step, with `agentPath`; its own steps, recoveries and verdicts change nothing shown.
+ */
+function applySubAgentPart(transcript, part) {
+  const { entries, step } = transcript;
+  const last = entries.at(-1);
+  const agentPath = part.agent_path;
+  const samePath = last?.agentPath?.join("\u0000") === agentPath.join("\u0000");
+  switch (part.type) {
+    case "text-delta":
+      if (last?.kind === "text" && last.step === step && samePath) last.text += part.text;
+      else entries.push({ kind: "text", step, text: part.text, agentPath });
+      break;
+    case "tool-call": entries.push({ kind: "tool-call", step, toolName: part.tool_name, input: part.input, agentPath }); break;
+    case "tool-result":
+      entries.push({ kind: "tool-result", step, toolName: part.tool_name, output: part.output, isError: Boolean(part.is_error), agentPath });
+      break;
+    default:
   }
   return transcript;
 }

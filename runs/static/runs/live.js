@@ -66,15 +66,16 @@ function withVerdicts(entries) {
 function build(entry) {
   const item = element("li", `entry ${entry.kind}`);
   const label = (text) => item.append(element("span", "entry-label", text));
+  const by = entry.agentPath?.length ? ` (${entry.agentPath.join(" › ")})` : "";
   if (entry.kind === "text") {
-    label(`Assistant, step ${entry.step}`);
+    label(entry.agentPath?.length ? `Sub-agent ${entry.agentPath.join(" › ")}, step ${entry.step}` : `Assistant, step ${entry.step}`);
     item.text = item.appendChild(element("p", "assistant-text", entry.text));
     item.text.dataset.step = entry.step;
   } else if (entry.kind === "tool-call") {
-    label(`Tool call: ${entry.toolName}`);
+    label(`Tool call: ${entry.toolName}${by}`);
     item.append(element("pre", "", pretty(entry.input)));
   } else if (entry.kind === "tool-result") {
-    label(`${entry.isError ? "Tool error" : "Tool result"}: ${entry.toolName}`);
+    label(`${entry.isError ? "Tool error" : "Tool result"}: ${entry.toolName}${by}`);
     item.append(element("pre", "", pretty(entry.output)));
   } else if (entry.kind === "approval") {
     const line = item.appendChild(element("p", "approval-line"));
@@ -98,7 +99,7 @@ function build(entry) {
 }
 
 function entryKey(entry) {
-  if (entry.kind === "text") return `text:${entry.step}`;
+  if (entry.kind === "text") return `text:${entry.step}:${(entry.agentPath ?? []).join("/")}`;
   if (entry.kind === "verdict") return `verdict:${entry.verdict.approval_id}:${entry.verdict.status}`;
   return JSON.stringify(entry);
 }

@@ -195,3 +195,22 @@ def test_a_nul_in_message_text_is_refused_at_the_edge(api_client):
 def test_an_unknown_method_on_the_events_endpoint_is_a_405(api_client):
     api_client.raise_request_exception = False
     assert api_client.post("/api/runs/a/events/").status_code == 405
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    (method, path) for path, item in {
+        "/api/runs/{run_id}/effects/{operation_id}/resolve/": ["post"], "/api/metrics/": ["get"],
+        "/api/effects/stop/": ["post"]}.items() for method in item])
+def test_the_effect_ledgers_operations_document_their_401(schema, method, path):
+    assert operation(schema, method, path)["responses"]["401"]["headers"]["WWW-Authenticate"]["schema"]["enum"] == [
+        "Token"]
+
+
+def test_the_events_endpoint_links_its_stream_to_the_part_union_with_an_example(schema):
+    stream = operation(schema, "get", "/api/runs/{run_id}/events/")["responses"]["200"]["content"]["text/event-stream"]
+    union = schema["components"]["schemas"]["StreamPart"]
+    assert stream["schema"]["x-sse-data"]["$ref"].endswith("/StreamPart")
+    assert union["discriminator"]["propertyName"] == "type"
+    assert {"tool-approval-verdict", "cancelled", "retry", "recovery"} <= set(union["discriminator"]["mapping"])
+    (example,) = stream["examples"].values()
+    assert example["value"].startswith("retry: 1000\n")

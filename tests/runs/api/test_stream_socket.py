@@ -111,7 +111,7 @@ def test_the_consumer_tails_a_verdict_leg_past_the_suspension(suspended, auth, d
 
     received = async_to_sync(follow_while_the_leg_runs)()
     kinds = [frame["part"]["type"] for frame in received[:-1]]
-    assert kinds[0] == "tool-result" and kinds[-1] == "finish" and received[-1] == {"done": True}
+    assert kinds[:2] == ["tool-approval-verdict", "tool-result"] and kinds[-1] == "finish" and received[-1] == {"done": True}
     assert [f["seq"] for f in received[:-1]] == list(range(suspended + 1, suspended + 1 + len(kinds)))
 
 

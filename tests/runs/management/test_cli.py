@@ -213,6 +213,15 @@ def test_follow_prints_the_runs_journal_step_by_step(paid_run):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_follow_marks_a_sub_agents_tool_calls_with_its_path(drain_runs):
+    make_queued_run("r-code", agent="coder")
+    drain_runs()
+    output = runs_cli("follow", "r-code", "--timeout", "5")
+    assert "  -> [coder] run_shell" in output
+    assert [line for line in output.splitlines() if line.startswith("step ")] == ["step 0:"]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_follow_of_a_suspended_run_prints_the_pending_approvals(suspended_run):
     output = runs_cli("follow", "r-wait", "--timeout", "5")
     assert "is waiting for review (1 pending)" in output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runs.runtime import CLIENT_TOOL_NO_RESULT, generate_text, stream_chat, tool
+from runs.runtime.approvals import DENIED_BY_DEFAULT_REASON
 from runs.runtime.durable import (
     APPROVAL_TOKEN_DENIAL_REASON,
     create_approval_signer,
@@ -196,7 +197,49 @@ async def test_settled_results_stream_before_the_first_step_of_the_new_leg():
     stream = resume_stream_from_checkpoint(store, "r1", model=ScriptedModel([says("ok")]), tools=gated_tools(Counter()),
                                            approval_responses=[verdict(first)])
     parts = await collect(stream.full_stream)
-    assert types(parts)[:3] == ["start", "tool-result", "step-start"] and parts[2]["step_index"] == 1
+    assert types(parts)[:4] == ["start", "tool-approval-verdict", "tool-result", "step-start"]
+    assert parts[3]["step_index"] == 1
+
+
+async def resumed_parts(store, responses, **options):
+    stream = resume_stream_from_checkpoint(store, "r1", model=ScriptedModel([says("ok")]), tools=gated_tools(Counter()),
+                                           approval_responses=responses, **options)
+    return await collect(stream.full_stream)
+
+
+def verdict_parts(parts):
+    return [{k: v for k, v in part.items() if k != "type"} for part in parts if part["type"] == "tool-approval-verdict"]
+
+
+async def test_an_approved_verdict_is_told_with_who_gave_it_before_the_result():
+    store = create_in_memory_session_store()
+    first = await suspend(store)
+    parts = await resumed_parts(store, [verdict(first, decided_by="rita")])
+    assert verdict_parts(parts) == [{"approval_id": first.pending_approvals[0]["approval_id"], "tool_call_id": "c1",
+                                     "approved": True, "reason": "", "decided_by": "rita", "edited": False}]
+
+
+async def test_a_denied_verdict_is_told_with_its_reason():
+    store = create_in_memory_session_store()
+    first = await suspend(store)
+    parts = await resumed_parts(store, [verdict(first, approved=False, reason="Too much.", decided_by="rita")])
+    (told,) = verdict_parts(parts)
+    assert (told["approved"], told["reason"], told["decided_by"]) == (False, "Too much.", "rita")
+
+
+async def test_an_unanswered_call_is_told_denied_by_nobody():
+    store = create_in_memory_session_store()
+    await suspend(store)
+    (told,) = verdict_parts(await resumed_parts(store, []))
+    assert (told["approved"], told["reason"], told["decided_by"]) == (False, DENIED_BY_DEFAULT_REASON, None)
+
+
+async def test_an_approval_whose_token_fails_is_told_as_a_denial_by_nobody():
+    store, pay, signer, first = await signed_suspension()
+    forged = create_approval_signer(secret="attacker").sign(first.pending_approvals[0], run_id="r1")
+    parts = await resumed_parts(store, [verdict(first, token=forged, decided_by="rita")], approval_signer=signer)
+    (told,) = verdict_parts(parts)
+    assert (told["approved"], told["reason"], told["decided_by"]) == (False, APPROVAL_TOKEN_DENIAL_REASON, None)
 
 
 async def test_a_settled_step_is_checkpointed_so_a_later_crash_never_reruns_the_approved_call():

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from runs.runtime import agent_tool, generate_text
+from runs.runtime import agent_tool, generate_text, stream_chat
 from runs.runtime.durable import (
     APPROVAL_TOKEN_DENIAL_REASON,
     create_approval_signer,
@@ -18,7 +18,7 @@ from runs.runtime.durable import (
 from runs.runtime.stores import is_descendant_key, is_sub_agent_key, root_run_id
 from runs.runtime.testing import ScriptedModel
 from tests.environment import REPO_ROOT
-from tests.runs.runtime.scripting import Counter, call, calls, counting_tool, says, user
+from tests.runs.runtime.scripting import Counter, call, calls, collect, counting_tool, says, user
 
 
 def coder(shell: Counter, *, script=None, name="coder"):
@@ -194,3 +194,38 @@ def test_a_run_whose_id_extends_another_is_not_its_sub_agent():
     listed = [checkpoint["run_id"] for checkpoint in store.checkpoint_list("team", include_sub_agents=True)]
     assert listed == ["team", "team::coder#c1", "team::coder#c1::tester#c2"]
     assert is_descendant_key("team::coder#c1::tester#c2", "team::coder#c1")
+
+
+# ---------------------------------------------------------------- the sub-agent's parts in its parent's stream
+
+
+async def streamed(tools, model, **options):
+    return await collect(stream_chat(model=model, messages=user("go"), tools=tools, max_steps=3, **options).full_stream)
+
+
+async def test_a_sub_agents_text_and_tool_calls_stream_in_its_parent_with_its_agent_path():
+    child = agent_tool(name="coder", model=ScriptedModel([calls(call("run_shell", "s1", command="ls")), says("done")]),
+                       max_steps=3, tools={"run_shell": counting_tool(Counter())})
+    parts = await streamed({"coder": child}, parent_model(says("ok")))
+    theirs = [(p["type"], p.get("tool_name") or p.get("text")) for p in parts if p.get("agent_path") == ["coder"]]
+    assert {("tool-call", "run_shell"), ("tool-result", "run_shell"), ("text-delta", "done")} <= set(theirs)
+
+
+async def test_the_top_level_agents_parts_carry_no_agent_path():
+    parts = await streamed({"coder": coder(Counter(), script=[says("done")])}, parent_model(says("ok")))
+    top = [p for p in parts if "agent_path" not in p]
+    assert [p["type"] for p in top][0] == "start" and ("tool-call", "coder") in [
+        (p["type"], p.get("tool_name")) for p in top]
+
+
+async def test_a_sub_agents_leg_envelope_is_not_repeated_in_its_parent():
+    parts = await streamed({"coder": coder(Counter(), script=[says("done")])}, parent_model(says("ok")))
+    assert [p["type"] for p in parts if p["type"] in ("start", "finish")] == ["start", "finish"]
+
+
+async def test_a_grandchilds_parts_carry_the_whole_path():
+    inner = agent_tool(name="tester", model=ScriptedModel([says("green")]), max_steps=1, tools={})
+    middle = agent_tool(name="coder", model=ScriptedModel([calls(call("tester", "t2", prompt="run")), says("done")]),
+                        max_steps=3, tools={"tester": inner})
+    parts = await streamed({"coder": middle}, parent_model(says("ok")))
+    assert {"type": "text-delta", "text": "green", "agent_path": ["coder", "tester"]} in parts

@@ -112,7 +112,7 @@ def test_a_stream_sends_its_first_bytes_before_the_run_s_first_part():
         await stream.close()
         return message["body"]
 
-    assert like_daphne(scenario) == b": following\n\n"
+    assert like_daphne(scenario) == b"retry: 1000\n: following\n\n"
 
 
 def test_sixty_followers_share_a_few_database_connections(followers):
