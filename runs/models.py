@@ -84,6 +84,9 @@ class Run(models.Model):
     cancel_reason = models.CharField(
         max_length=2000, blank=True, help_text="Why the run was cancelled, as its canceller said (may be empty).",
     )
+    metadata = models.JSONField(
+        default=dict, blank=True, help_text="The client's own JSON object (at most 16 KB), returned as given.",
+    )
     # Retention (`runs prune`): when the run's journal, checkpoints and messages were removed, and its recovery
     # receipt as it stood then (JSON text), so `runs export` still answers.
     pruned_at = models.DateTimeField(null=True, blank=True)

@@ -155,12 +155,13 @@ class RunSerializer(serializers.ModelSerializer):
 
     status_display = serializers.CharField(source="get_status_display", help_text="The status as people read it.")
     usage = UsageSerializer(help_text="Cumulative over every leg.")
+    metadata = serializers.DictField(help_text="The JSON object the run was started with ({} when none), as given.")
 
     class Meta:
         model = Run
         fields = ["run_id", "agent", "status", "status_display", "step_index", "usage", "finish_reason", "error",
                   "cancel_requested", "owner_epoch", "created_at", "updated_at", "retry_at", "retry_attempt",
-                  "retry_limit"]
+                  "retry_limit", "metadata"]
         read_only_fields = fields
 
 

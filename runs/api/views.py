@@ -156,7 +156,9 @@ class RunListApi(_PaginatedApi):
         operation_id="runs_list",
         summary="List runs",
         description=f"Runs you may read (your own; every run with {VIEW_EVERY_RUN}), newest first, paginated, "
-        "filterable by status, agent and creator (an empty value is no filter). "
+        "filterable by status, agent and creator (an empty value is no filter), and by metadata: "
+        "`?metadata.KEY=VALUE` keeps the runs whose metadata has the string VALUE at its top-level KEY (KEY 1-100 "
+        "letters, digits, '_', '.', ':' or '-'; several filters all apply). "
         "Each run is in the list representation: no input messages, pending approvals, legs or effects (GET the "
         "run for those).",
         parameters=[RunListFilterSerializer, WWW_AUTHENTICATE],
