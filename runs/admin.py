@@ -26,6 +26,7 @@ from runs.models import (
     Effect,
     EffectStopSwitch,
     EffectTransition,
+    IdempotencyKey,
     JournalEntry,
     Leg,
     Run,
@@ -405,3 +406,12 @@ class RunMessageAdmin(ReadOnlyAdmin):
             return f"{len(unseal(message.data))} bytes"
         except SealedDataError:
             return "sealed (no key opens it)"
+
+
+@admin.register(IdempotencyKey)
+class IdempotencyKeyAdmin(ReadOnlyAdmin):
+    list_display = ["key", "user", "scope", "status_code", "created_at", "expires_at"]
+    list_filter = ["scope", "status_code"]
+    search_fields = ["key", "user__username"]
+    list_select_related = ["user"]
+    fields = ["key", "user", "scope", "fingerprint", "status_code", "answer", "created_at", "expires_at"]

@@ -103,7 +103,6 @@ class MetadataField(serializers.JSONField):
     default_error_messages = {
         "not_an_object": "Must be a JSON object.",
         "too_big": f"Must be at most {MAX_METADATA_BYTES} bytes as compact JSON (UTF-8); this one is {{size}}.",
-        "nul": "Must not hold a NUL character (\\u0000), which PostgreSQL cannot store in JSON.",
     }
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
@@ -112,19 +111,7 @@ class MetadataField(serializers.JSONField):
         size = metadata_size(data)
         if size > MAX_METADATA_BYTES:
             self.fail("too_big", size=size)
-        if _holds_nul(data):
-            self.fail("nul")
         return data
-
-
-def _holds_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(item) for item in value)
-    return False
 
 
 #: A start body has no webhook of its own: webhooks are subscriptions, notified of every run their owner may read.

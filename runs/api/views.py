@@ -43,6 +43,13 @@ from runs.api.outputs import (
     RunDetailSerializer,
     RunSerializer,
 )
+from runs.api.idempotency import (
+    IDEMPOTENCY_KEY,
+    IDEMPOTENCY_KEY_IN_FLIGHT,
+    IDEMPOTENCY_KEY_REUSED,
+    IDEMPOTENT_REPLAYED,
+    idempotent_response,
+)
 from runs.api.parsers import ChunkedBodyRequest
 from runs.api.permissions import CanCancelRun, CanDecideApprovals, CanReadRun
 from runs.agents import agent_list
@@ -63,6 +70,7 @@ from runs.selectors import (
     run_leg_list,
     run_list,
 )
+from runs.services.idempotency import IdempotentAnswer
 from runs.services.lifecycle import run_cancel, run_start
 
 __all__ = [
@@ -182,25 +190,31 @@ class RunStartApi(_Api):
         summary="Start a run",
         description="Queue a run of a registered agent on the given messages, created by you. JSON input accepts "
         "user, system and assistant text; tool calls and tool results come from the run's own model and tools and "
-        "are refused, as are images and files. Bodies over 1 MiB answer 413.",
+        "are refused, as are images and files. Bodies over 1 MiB answer 413. With an `Idempotency-Key`, a repeat "
+        "of the request starts nothing and gets the first answer.",
         request=RunStartInputSerializer,
-        parameters=[WWW_AUTHENTICATE],
+        parameters=[IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, WWW_AUTHENTICATE],
         responses={
             201: RunDetailSerializer,
-            400: error_answer("Field errors, an unknown agent, malformed JSON."),
+            400: error_answer("Field errors, an unknown agent, malformed JSON, an Idempotency-Key that is not "
+                              "1-255 visible ASCII characters."),
             401: UNAUTHENTICATED,
             403: error_answer(f"Refused for {CSRF_REFUSED}."),
-            409: error_answer("A run with this run_id exists."),
+            409: error_answer(f"A run with this run_id exists, or {IDEMPOTENCY_KEY_IN_FLIGHT}."),
             413: _TOO_LARGE,
             415: _NOT_JSON,
+            422: IDEMPOTENCY_KEY_REUSED,
         },
     )
     def post(self, request: Request) -> Response:
-        serializer = RunStartInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        run = run_start(**serializer.validated_data, user=request.user)
-        detail = RunDetailSerializer(_run_detail(run), context=_render_context(request))
-        return Response(detail.data, status=status.HTTP_201_CREATED)
+        def started() -> IdempotentAnswer:
+            serializer = RunStartInputSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            run = run_start(**serializer.validated_data, user=request.user)
+            detail = RunDetailSerializer(_run_detail(run), context=_render_context(request))
+            return IdempotentAnswer(status=status.HTTP_201_CREATED, body=detail.data)
+
+        return idempotent_response(request, scope="POST /api/runs/", answer=started)
 
 
 class AgentListApi(_PaginatedApi):

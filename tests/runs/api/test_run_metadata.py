@@ -69,10 +69,18 @@ def test_metadata_size_counts_utf8_bytes_not_characters(api_client):
     assert start(api_client, "r1", metadata).status_code == 400
 
 
-def test_metadata_holding_a_nul_is_a_400_not_a_database_error(api_client):
-    response = start(api_client, "r1", {"k": "a\x00b"})
-    assert response.status_code == 400
-    assert "NUL" in response.json()["metadata"][0]
+def test_metadata_holding_nul_and_the_escape_character_is_returned_as_given(api_client):
+    # PostgreSQL's jsonb refuses \u0000: runs.models.NulSafeJSONField stores it escaped, with U+E000.
+    metadata = {"k\x00": ["a\x00b", {"\ue000": "\ue0000\ue000\ue000"}], "e": "\ue000"}
+    assert start(api_client, "r1", metadata).status_code == 201
+    assert api_client.get("/api/runs/r1/").json()["metadata"] == metadata
+    assert Run.objects.get(run_id="r1").metadata == metadata
+
+
+def test_the_metadata_filter_matches_a_value_holding_the_escape_character(api_client):
+    start(api_client, "escaped", {"k": "a\ue000b"})
+    start(api_client, "plain", {"k": "ab"})
+    assert listed(api_client, "metadata.k=a%EE%80%80b") == ["escaped"]
 
 
 # --------------------------------------------------------------------------- what a start body may hold
