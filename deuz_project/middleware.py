@@ -11,8 +11,19 @@ import re
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import render
+from django.urls import Resolver404, resolve
 
-__all__ = ["PrivateNoStoreMiddleware", "RefuseNulMiddleware", "is_api_path", "nul_location"]
+__all__ = [
+    "API_NOT_FOUND",
+    "ApiSlashOptionalMiddleware",
+    "PrivateNoStoreMiddleware",
+    "RefuseNulMiddleware",
+    "is_api_path",
+    "nul_location",
+]
+
+#: The URL name of the route that answers every /api/ path no endpoint has (deuz_project.urls).
+API_NOT_FOUND = "api-not-found"
 
 # What a response holding run data may be cached as: nowhere, by no one (browsers' back/forward and disk
 # caches, shared proxies). A view that sets Cache-Control itself (never_cache, the SSE stream) keeps its own.
@@ -114,3 +125,27 @@ class RefuseNulMiddleware(_DualMiddleware):
         if is_api_path(request):
             return JsonResponse({"detail": message}, status=400)
         return render(request, "400.html", {"reason": message}, status=400)
+
+
+class ApiSlashOptionalMiddleware(_DualMiddleware):
+    """Serve an /api/ path written without its trailing slash as the endpoint with it, for every method.
+
+    Django's APPEND_SLASH would redirect instead: an HTML 301 a client has to follow, and for a POST a
+    RuntimeError (a 500 page under DEBUG), since a redirect cannot carry a body (issue 22). The path is rewritten
+    before URL resolution, so CommonMiddleware finds it valid and the endpoint sees its canonical path.
+    """
+
+    def refuse(self, request: HttpRequest) -> None:
+        path = request.path_info
+        if (path == "/api" or is_api_path(request)) and not path.endswith("/") and _is_endpoint(request, path + "/"):
+            request.path_info = path + "/"
+            request.path = request.path + "/"
+        return None
+
+
+def _is_endpoint(request: HttpRequest, path: str) -> bool:
+    try:
+        match = resolve(path, getattr(request, "urlconf", None))
+    except Resolver404:
+        return False
+    return path == "/api/" or match.url_name != API_NOT_FOUND

@@ -248,13 +248,15 @@ INSTALLED_APPS = [
 
 # WhiteNoise sits right after SecurityMiddleware: daphne serves no static files itself, and static files keep
 # their own caching. Below it, every page and API answer is private and never stored and carries the CSP, and
-# a path or parameter holding NUL is refused before sessions, users or any view reach the database.
+# a path or parameter holding NUL is refused before sessions, users or any view reach the database; an /api/
+# endpoint's path without its trailing slash is served as the endpoint, before CommonMiddleware would redirect it.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "deuz_project.middleware.PrivateNoStoreMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "deuz_project.middleware.RefuseNulMiddleware",
+    "deuz_project.middleware.ApiSlashOptionalMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -265,6 +267,9 @@ MIDDLEWARE = [
 
 # HTTP routes.
 ROOT_URLCONF = "deuz_project.urls"
+
+# A failed CSRF check answers JSON under /api/ and templates/403_csrf.html elsewhere.
+CSRF_FAILURE_VIEW = "deuz_project.views.csrf_failure"
 
 # Project templates (base.html, home.html) live in BASE_DIR/templates; apps keep their own.
 TEMPLATES = [
@@ -402,6 +407,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # JSON only, bounded: DRF's own parsers read the stream past DATA_UPLOAD_MAX_MEMORY_SIZE.
     "DEFAULT_PARSER_CLASSES": ["runs.api.parsers.BoundedJSONParser"],
+    # JSON only: no browsable API, so no /api/ path answers an HTML page (issue 22); Accept: text/html alone is a 406.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # Domain errors (no such run, a token that does not verify...) become JSON 4xx answers.
     "EXCEPTION_HANDLER": "runs.api.error_handler.api_exception_handler",
 }

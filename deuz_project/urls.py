@@ -3,10 +3,11 @@ health probe, Prometheus's metrics, the home page."""
 
 from django.contrib import admin
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from deuz_project import views
+from deuz_project.middleware import API_NOT_FOUND
 from observability.exposition import metrics
+from runs.api.documents import ApiDocsView, ApiSchemaView
 from runs.api.schema import SCHEMA_SETTINGS
 from runs.api.events import run_events
 from runs.pages.views import run_live
@@ -32,9 +33,10 @@ urlpatterns = [
     path("api/webhooks/", include("notifications.api.urls")),
     path("api/", include("runs.api.urls")),
     path("api/", include("accounts.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(custom_settings=SCHEMA_SETTINGS), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
-    # Last: any other /api/ path (ending in a slash, so APPEND_SLASH still redirects /api/runs) answers the JSON
-    # 404 even with DEBUG on, where Django would render its HTML debug page instead of handler404.
-    re_path(r"^api/(?:.*/)?$", views.api_not_found),
+    path("api/schema/", ApiSchemaView.as_view(custom_settings=SCHEMA_SETTINGS), name="schema"),
+    path("api/docs/", ApiDocsView.as_view(url_name="schema"), name="swagger-ui"),
+    # Last: any other /api/ path answers the JSON 404 even with DEBUG on, where Django would render its HTML debug
+    # page instead of handler404. It matches with or without a trailing slash, so APPEND_SLASH never redirects under
+    # /api/; an endpoint's path without its slash is served by deuz_project.middleware.ApiSlashOptionalMiddleware.
+    re_path(r"^api/", views.api_not_found, name=API_NOT_FOUND),
 ]

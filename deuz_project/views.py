@@ -7,13 +7,23 @@ import logging
 from django.db import DatabaseError, connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views import defaults
+from django.views import csrf, defaults
 from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
 from deuz_project.middleware import is_api_path
 
-__all__ = ["api_not_found", "bad_request", "healthz", "home", "page_not_found", "permission_denied", "server_error"]
+__all__ = [
+    "api_not_found",
+    "bad_request",
+    "csrf_failure",
+    "healthz",
+    "home",
+    "page_not_found",
+    "permission_denied",
+    "server_error",
+]
 
 logger = logging.getLogger("deuz.health")
 
@@ -67,9 +77,19 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return defaults.page_not_found(request, exception)
 
 
-def api_not_found(request: HttpRequest) -> HttpResponse:
-    """The route of every /api/ path no endpoint has: the JSON 404, whatever DEBUG says."""
+# Exempt: it records nothing, and a signed-in browser's POST to an unknown path is a 404, not a CSRF failure.
+@csrf_exempt
+def api_not_found(request: HttpRequest, *args: str) -> HttpResponse:
+    """The route of every /api/ path no endpoint has: the JSON 404, whatever DEBUG says or the method is."""
     return page_not_found(request, Http404())
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """403 for a form or session POST without its CSRF token (CSRF_FAILURE_VIEW): JSON under /api/, where a view
+    outside DRF meets CsrfViewMiddleware; elsewhere Django's view, which renders templates/403_csrf.html."""
+    if is_api_path(request):
+        return JsonResponse({"detail": f"CSRF Failed: {reason}"}, status=403)
+    return csrf.csrf_failure(request, reason)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

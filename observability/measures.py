@@ -21,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from approvals.models import ApprovalRequest
 from notifications.models import OutboxMessage
-from runs.models import Effect, JournalEntry, Leg, Run
+from runs.models import JournalEntry, Leg, Run
 from runs.presenters.metrics import effect_metrics
 from runs.runtime.usage import CACHE_KEYS
 from runs.wire.followers import open_followers

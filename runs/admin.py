@@ -26,6 +26,7 @@ from runs.models import (
     Effect,
     EffectStopSwitch,
     EffectTransition,
+    IdempotencyKey,
     JournalEntry,
     Leg,
     Run,
@@ -151,7 +152,7 @@ class RunAdmin(ReadOnlyAdmin):
     fields = [
         "run_id", "agent", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
         "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "cancel_reason", "retry_at",
-        "retry_attempt", "retry_limit", "created_by", "created_at", "updated_at",
+        "retry_attempt", "retry_limit", "metadata", "created_by", "created_at", "updated_at",
     ]
     inlines = [LegInline, EffectInline]
     actions = ["cancel_selected", "resume_selected"]
@@ -405,3 +406,12 @@ class RunMessageAdmin(ReadOnlyAdmin):
             return f"{len(unseal(message.data))} bytes"
         except SealedDataError:
             return "sealed (no key opens it)"
+
+
+@admin.register(IdempotencyKey)
+class IdempotencyKeyAdmin(ReadOnlyAdmin):
+    list_display = ["key", "user", "scope", "status_code", "created_at", "expires_at"]
+    list_filter = ["scope", "status_code"]
+    search_fields = ["key", "user__username"]
+    list_select_related = ["user"]
+    fields = ["key", "user", "scope", "fingerprint", "status_code", "answer", "created_at", "expires_at"]

@@ -7,6 +7,10 @@ ServiceError
   UnknownAgent
   RunNotResumable
     EffectNotResolvable
+  IdempotencyKeyError
+    IdempotencyKeyInvalid
+    IdempotencyKeyReused
+    IdempotencyKeyInFlight
 StaleOwnerError (runs.runtime.OwnershipLostError)
 SealedDataError (runs.runtime.CheckpointCorruptError)
 """
@@ -18,6 +22,10 @@ from runs.runtime.exceptions import CheckpointCorruptError, OwnershipLostError
 __all__ = [
     "EffectNotFound",
     "EffectNotResolvable",
+    "IdempotencyKeyError",
+    "IdempotencyKeyInFlight",
+    "IdempotencyKeyInvalid",
+    "IdempotencyKeyReused",
     "RunAlreadyExists",
     "RunNotFound",
     "RunNotResumable",
@@ -78,3 +86,19 @@ class EffectNotFound(RunNotFound):
 
 class EffectNotResolvable(RunNotResumable):
     """The effect does not need review (or its run is being worked on), so there is nothing to resolve (409)."""
+
+
+class IdempotencyKeyError(ServiceError):
+    """An ``Idempotency-Key`` that cannot be honoured; the request was not answered (runs.services.idempotency)."""
+
+
+class IdempotencyKeyInvalid(IdempotencyKeyError):
+    """Not a key this service keeps: empty, too long, or not visible ASCII (400, naming the header)."""
+
+
+class IdempotencyKeyReused(IdempotencyKeyError):
+    """The key was sent before with another request body, or to another endpoint (422)."""
+
+
+class IdempotencyKeyInFlight(IdempotencyKeyError):
+    """The first request with this key is still being answered (409); repeat it later for its answer."""

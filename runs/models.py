@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -13,8 +15,10 @@ __all__ = [
     "Effect",
     "EffectStopSwitch",
     "EffectTransition",
+    "IdempotencyKey",
     "JournalEntry",
     "Leg",
+    "NulSafeJSONField",
     "RUN_ID_VALIDATOR",
     "Run",
     "RunMessage",
@@ -23,6 +27,42 @@ __all__ = [
 RUN_ID_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9._:-]{1,200}\Z", "A run id is 1-200 characters of letters, digits, '.', '_', ':' and '-'."
 )
+
+
+#: NulSafeJSONField's escape character (private use): U+E000 "0" stands for NUL, U+E000 U+E000 for itself.
+_ESCAPE = "\ue000"
+_ESCAPED = re.compile(f"{_ESCAPE}(.)", re.DOTALL)
+
+
+def _nul_escaped(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace(_ESCAPE, _ESCAPE * 2).replace("\x00", f"{_ESCAPE}0")
+    if isinstance(value, dict):
+        return {_nul_escaped(key): _nul_escaped(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_nul_escaped(item) for item in value]
+    return value
+
+
+def _nul_unescaped(value: Any) -> Any:
+    if isinstance(value, str):
+        return _ESCAPED.sub(lambda match: "\x00" if match[1] == "0" else match[1], value)
+    if isinstance(value, dict):
+        return {_nul_unescaped(key): _nul_unescaped(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_nul_unescaped(item) for item in value]
+    return value
+
+
+class NulSafeJSONField(models.JSONField):
+    """A JSONField whose strings and keys may hold NUL, as any JSON may: PostgreSQL's jsonb refuses \\u0000, so a NUL
+    is stored escaped and read back as given. A lookup's value is escaped alike, so key lookups still match."""
+
+    def get_prep_value(self, value: Any) -> Any:
+        return super().get_prep_value(_nul_escaped(value))
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        return _nul_unescaped(super().from_db_value(value, expression, connection))
 
 
 def _empty_usage() -> dict:
@@ -83,6 +123,9 @@ class Run(models.Model):
     cancelled_at = models.DateTimeField(null=True, blank=True)
     cancel_reason = models.CharField(
         max_length=2000, blank=True, help_text="Why the run was cancelled, as its canceller said (may be empty).",
+    )
+    metadata = NulSafeJSONField(
+        default=dict, blank=True, help_text="The client's own JSON object (at most 16 KB), returned as given.",
     )
     # Retention (`runs prune`): when the run's journal, checkpoints and messages were removed, and its recovery
     # receipt as it stood then (JSON text), so `runs export` still answers.
@@ -337,3 +380,30 @@ class JournalEntry(models.Model):
         from runs.secrets.sealing import unseal_text
 
         return decode_value(json.loads(unseal_text(self.part)))
+
+
+class IdempotencyKey(models.Model):
+    """A client's ``Idempotency-Key`` on a POST, per user: the request's fingerprint and, once given, its answer,
+    which a repeat of the request is answered with until ``expires_at`` (runs.services.idempotency)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    scope = models.CharField(max_length=100, help_text="The endpoint the key was first sent to, e.g. POST /api/runs/.")
+    fingerprint = models.CharField(
+        max_length=64, help_text="SHA-256 of the endpoint and the canonical JSON of the request's body."
+    )
+    status_code = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="The answer's status; empty while the first request is being answered."
+    )
+    # Text, not JSON: a replay is the first answer to the byte (jsonb would reorder its keys).
+    answer = models.TextField(blank=True, help_text="The answer's body as JSON.")
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True, help_text="When a repeat stops being answered from here.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        # Two concurrent first requests with one key: the second insert fails, and it is answered from the first.
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.scope}, {self.status_code or 'in flight'})"

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from django.db.models import QuerySet
+from django.db.models.fields.json import KeyTransform
 
 from runs.errors import RunNotFound
 from runs.models import Checkpoint, Effect, EffectStopSwitch, EffectTransition, Leg, Run
@@ -39,9 +40,18 @@ def run_get(*, run_id: str) -> Run:
         raise RunNotFound(run_id) from None
 
 
-def run_list(*, status: str | None = None, agent: str | None = None, created_by: str | None = None) -> QuerySet[Run]:
-    """Runs, newest first, optionally filtered (``created_by`` is a username)."""
+def run_list(
+    *, status: str | None = None, agent: str | None = None, created_by: str | None = None,
+    metadata: dict[str, str] | None = None,
+) -> QuerySet[Run]:
+    """Runs, newest first, optionally filtered (``created_by`` is a username; ``metadata`` keeps the runs whose
+    metadata has each key at its top level with that string value)."""
     runs = Run.objects.order_by("-created_at", "-id")
+    for number, (key, value) in enumerate((metadata or {}).items()):
+        # A key transform rather than metadata__KEY: a key holding "__" would be read as a path. The comparison is
+        # of JSON values on both databases, so "5" matches the string "5" and not the number 5.
+        alias = f"metadata_{number}"
+        runs = runs.alias(**{alias: KeyTransform(key, "metadata")}).filter(**{alias: value})
     if status:
         runs = runs.filter(status=status)
     if agent:

@@ -4,6 +4,9 @@
   RunAlreadyExists                            409
   UnknownAgent                                400, field error on "agent"
   RunNotResumable, ApprovalNotDecidable       409
+  IdempotencyKeyInvalid                       400, field error on "Idempotency-Key" (the header)
+  IdempotencyKeyReused                        422
+  IdempotencyKeyInFlight                      409
   ApprovalTokenInvalid                        400, field error on "token"
   django ValidationError (a service's full_clean)  400, field errors
   RequestDataTooBig (DATA_UPLOAD_MAX_MEMORY_SIZE)  413
@@ -30,7 +33,15 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from runs.agents import agent_names
-from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, UnknownAgent
+from runs.errors import (
+    IdempotencyKeyInFlight,
+    IdempotencyKeyInvalid,
+    IdempotencyKeyReused,
+    RunAlreadyExists,
+    RunNotFound,
+    RunNotResumable,
+    UnknownAgent,
+)
 
 __all__ = ["api_exception_handler"]
 
@@ -45,8 +56,12 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return _error(status.HTTP_400_BAD_REQUEST, message, agent=[message])
     if isinstance(exc, RunAlreadyExists):
         return _error(status.HTTP_409_CONFLICT, str(exc), run_id=[str(exc)])
-    if isinstance(exc, RunNotResumable):
+    if isinstance(exc, (RunNotResumable, IdempotencyKeyInFlight)):
         return _error(status.HTTP_409_CONFLICT, str(exc))
+    if isinstance(exc, IdempotencyKeyInvalid):
+        return _error(status.HTTP_400_BAD_REQUEST, str(exc), **{"Idempotency-Key": [str(exc)]})
+    if isinstance(exc, IdempotencyKeyReused):
+        return _error(status.HTTP_422_UNPROCESSABLE_ENTITY, str(exc))
     if isinstance(exc, ApprovalNotDecidable):
         return _error(status.HTTP_409_CONFLICT, str(exc), status=exc.status)
     if isinstance(exc, ApprovalTokenInvalid):

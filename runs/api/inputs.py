@@ -9,8 +9,11 @@ as DRF reads form values and as the events endpoint reads ``?cursor=``; the docu
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -24,9 +27,12 @@ __all__ = [
     "ApprovalDecideInputSerializer",
     "CheckpointListFilterSerializer",
     "MAX_ID_CHARS",
+    "MAX_METADATA_BYTES",
     "MAX_REASON_CHARS",
     "MAX_TOKEN_CHARS",
     "MAX_USERNAME_CHARS",
+    "METADATA_FILTER_PREFIX",
+    "MetadataField",
     "RunCancelInputSerializer",
     "RunListFilterSerializer",
     "RunStartInputSerializer",
@@ -39,6 +45,11 @@ MAX_ID_CHARS = 200
 MAX_AGENT_CHARS = 100
 MAX_REASON_CHARS = 2000
 MAX_USERNAME_CHARS = 150  # django.contrib.auth's username max_length
+#: The largest ``metadata`` a run keeps: its compact JSON in UTF-8.
+MAX_METADATA_BYTES = 16 * 1024
+#: ``?metadata.KEY=VALUE`` lists runs whose metadata has the string VALUE at its top-level KEY.
+METADATA_FILTER_PREFIX = "metadata."
+_METADATA_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 # A token carries the signed tool input, so it grows with it; the body size limit bounds it anyway.
 MAX_TOKEN_CHARS = 200_000
 
@@ -80,7 +91,40 @@ class AgentField(serializers.ChoiceField):
         super().fail(key, known=", ".join(self.choices), **kwargs)
 
 
-class RunStartInputSerializer(serializers.Serializer):
+def metadata_size(value: Any) -> int:
+    """How many bytes ``value`` is as compact JSON in UTF-8: what MAX_METADATA_BYTES bounds."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class MetadataField(serializers.JSONField):
+    """A client's own JSON object, at most MAX_METADATA_BYTES as compact JSON; kept and returned as given."""
+
+    default_error_messages = {
+        "not_an_object": "Must be a JSON object.",
+        "too_big": f"Must be at most {MAX_METADATA_BYTES} bytes as compact JSON (UTF-8); this one is {{size}}.",
+    }
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            self.fail("not_an_object")
+        size = metadata_size(data)
+        if size > MAX_METADATA_BYTES:
+            self.fail("too_big", size=size)
+        return data
+
+
+#: A start body has no webhook of its own: webhooks are subscriptions, notified of every run their owner may read.
+WEBHOOK_IN_START_BODY = (
+    "A run takes no webhook: subscribe once with POST /api/webhooks/ {\"url\", \"events\"}, and every run you may "
+    "read is delivered to it."
+)
+
+
+class RunStartInputSerializer(ClosedSerializer):
+    """A start body. Closed: an unknown key is a 400 naming it, not silently dropped (issue 22: "webhook" and
+    "metadata" were), and "webhook" says where webhooks are made."""
+
     agent = AgentField(help_text="A registered agent's name.")
     messages = MessageInputSerializer(
         many=True,
@@ -98,6 +142,16 @@ class RunStartInputSerializer(serializers.Serializer):
         validators=[RUN_ID_VALIDATOR],
         help_text="1-200 characters of letters, digits, '.', '_', ':' and '-'; minted by the server when absent.",
     )
+    metadata = MetadataField(
+        required=False,
+        help_text=f"Your own JSON object, at most {MAX_METADATA_BYTES} bytes as compact JSON: kept with the run, "
+        "returned as given, and filterable with ?metadata.KEY=VALUE on a top-level string.",
+    )
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict) and "webhook" in data:
+            raise serializers.ValidationError({"webhook": [WEBHOOK_IN_START_BODY]})
+        return super().to_internal_value(data)
 
 
 class RunListFilterSerializer(serializers.Serializer):
@@ -111,6 +165,24 @@ class RunListFilterSerializer(serializers.Serializer):
         trim_whitespace=False,
         help_text="Only runs started by the user with this username (of those you may read).",
     )
+
+    def to_internal_value(self, data: Any) -> Any:
+        """The declared filters, plus ``metadata``: each ``?metadata.KEY=VALUE`` as {KEY: VALUE} (empty: none)."""
+        metadata, errors = {}, []
+        for name in data:
+            if not name.startswith(METADATA_FILTER_PREFIX):
+                continue
+            key, value = name[len(METADATA_FILTER_PREFIX):], data.get(name)
+            if not _METADATA_KEY.fullmatch(key):
+                errors.append("Write metadata.KEY=VALUE, KEY 1-100 letters, digits, '_', '.', ':' or '-'.")
+            elif len(value) > MAX_METADATA_BYTES:
+                errors.append(f"The value of metadata.{key} is longer than any metadata ({MAX_METADATA_BYTES}).")
+            elif value:
+                metadata[key] = value
+        validated = super().to_internal_value(data)  # raises the declared filters' errors first
+        if errors:
+            raise serializers.ValidationError({"metadata": errors})
+        return {**validated, "metadata": metadata} if metadata else validated
 
 
 class CheckpointListFilterSerializer(serializers.Serializer):

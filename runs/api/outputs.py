@@ -206,12 +206,13 @@ class RunSerializer(serializers.ModelSerializer):
     usage = UsageSerializer(help_text="Cumulative over every leg.")
     outcome = RunOutcomeSerializer(read_only=True)
     approvals = RunApprovalSerializer(many=True, read_only=True, help_text="Every request of the run, oldest first.")
+    metadata = serializers.DictField(help_text="The JSON object the run was started with ({} when none), as given.")
 
     class Meta:
         model = Run
         fields = ["run_id", "agent", "status", "status_display", "step_index", "usage", "finish_reason", "error",
                   "cancel_requested", "owner_epoch", "created_at", "updated_at", "retry_at", "retry_attempt",
-                  "retry_limit", "outcome", "approvals"]
+                  "retry_limit", "outcome", "approvals", "metadata"]
         read_only_fields = fields
 
 

@@ -46,6 +46,13 @@ from runs.api.outputs import (
     RunSummary,
 )
 from runs.api.generic import ApiPagination, ApiView, PaginatedApiView, validated_input
+from runs.api.idempotency import (
+    IDEMPOTENCY_KEY,
+    IDEMPOTENCY_KEY_IN_FLIGHT,
+    IDEMPOTENCY_KEY_REUSED,
+    IDEMPOTENT_REPLAYED,
+    idempotent_response,
+)
 from runs.api.permissions import CanCancelRun, CanDecideApprovals, CanReadRun
 from runs.agents import agent_list
 from runs.api.schema import (
@@ -68,6 +75,7 @@ from runs.selectors import (
     run_leg_list,
     run_list,
 )
+from runs.services.idempotency import IdempotentAnswer
 from runs.services.lifecycle import run_cancel, run_start
 
 __all__ = [
@@ -159,7 +167,9 @@ class RunListApi(_PaginatedApi):
         operation_id="runs_list",
         summary="List runs",
         description=f"Runs you may read (your own; every run with {VIEW_EVERY_RUN}), newest first, paginated, "
-        "filterable by status, agent and creator (an empty value is no filter). "
+        "filterable by status, agent and creator (an empty value is no filter), and by metadata: "
+        "`?metadata.KEY=VALUE` keeps the runs whose metadata has the string VALUE at its top-level KEY (KEY 1-100 "
+        "letters, digits, '_', '.', ':' or '-'; several filters all apply). "
         "Each run is in the list representation, with its outcome and approvals: no input messages, pending "
         "approvals, legs or effects (GET the run for those).",
         parameters=[RunListFilterSerializer, WWW_AUTHENTICATE],
@@ -183,19 +193,25 @@ class RunStartApi(_Api):
         summary="Start a run",
         description="Queue a run of a registered agent on the given messages, created by you. JSON input accepts "
         "user, system and assistant text; tool calls and tool results come from the run's own model and tools and "
-        "are refused, as are images and files. Bodies over 1 MiB answer 413.",
+        "are refused, as are images and files. Bodies over 1 MiB answer 413. With an `Idempotency-Key`, a repeat "
+        "of the request starts nothing and gets the first answer.",
         request=RunStartInputSerializer,
-        parameters=[WWW_AUTHENTICATE],
+        parameters=[IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, WWW_AUTHENTICATE],
         responses=json_body_answers({
             201: RunDetailSerializer,
-            400: error_answer("Field errors, an unknown agent, malformed JSON."),
-            409: error_answer("A run with this run_id exists."),
+            400: error_answer("Field errors, an unknown agent, malformed JSON, an Idempotency-Key that is not "
+                              "1-255 visible ASCII characters."),
+            409: error_answer(f"A run with this run_id exists, or {IDEMPOTENCY_KEY_IN_FLIGHT}."),
+            422: IDEMPOTENCY_KEY_REUSED,
         }),
     )
     def post(self, request: Request) -> Response:
-        run = run_start(**validated_input(RunStartInputSerializer, request.data), user=request.user)
-        detail = RunDetailSerializer(_run_detail(run), context=_render_context(request))
-        return Response(detail.data, status=status.HTTP_201_CREATED)
+        def started() -> IdempotentAnswer:
+            run = run_start(**validated_input(RunStartInputSerializer, request.data), user=request.user)
+            detail = RunDetailSerializer(_run_detail(run), context=_render_context(request))
+            return IdempotentAnswer(status=status.HTTP_201_CREATED, body=detail.data)
+
+        return idempotent_response(request, scope="POST /api/runs/", answer=started)
 
 
 class AgentListApi(_PaginatedApi):

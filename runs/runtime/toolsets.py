@@ -8,7 +8,7 @@ server's current tools.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from .tools import LegTools, Tool, normalize_tools

@@ -66,9 +66,11 @@ def _lease_until():
 
 @transaction.atomic
 def run_start(
-    *, agent: str, messages: list[dict[str, Any]], run_id: str | None = None, user: AbstractBaseUser | None = None
+    *, agent: str, messages: list[dict[str, Any]], run_id: str | None = None, user: AbstractBaseUser | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> Run:
-    """Queue a new run of ``agent`` on ``messages``; ``run_id`` is minted when not given."""
+    """Queue a new run of ``agent`` on ``messages``; ``run_id`` is minted when not given; ``metadata`` is the
+    client's own JSON object, kept as given."""
     agent_get(agent)  # raises UnknownAgent
     run = Run(
         run_id=run_id or f"run_{timezone.now():%Y%m%d}_{_token()}",
@@ -76,6 +78,7 @@ def run_start(
         status=Run.Status.QUEUED,
         created_by=user if user is not None and user.is_authenticated else None,
         input_messages=json.dumps(encode_value(messages), ensure_ascii=False),
+        metadata=metadata or {},
     )
     run.full_clean(validate_unique=False)
     try:

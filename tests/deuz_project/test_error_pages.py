@@ -42,9 +42,16 @@ def test_an_unknown_api_path_answers_json_404_with_debug_on_too(client, settings
     assert response.json() == {"detail": "Not found: no API endpoint or object at this path."}
 
 
-def test_an_api_path_without_its_slash_is_still_redirected_to_it(client):
-    response = client.get("/api/runs")
-    assert (response.status_code, response["Location"]) == (301, "/api/runs/")
+def test_an_api_path_without_its_slash_is_served_rather_than_redirected(browser_for):
+    response = browser_for("superuser").get("/api/runs")
+    assert (response.status_code, response["Content-Type"], response.get("Location")) == (200, "application/json", None)
+
+
+@pytest.mark.parametrize("path", ["/api/nope", "/api", "/api/runs/r1/nope"])
+def test_an_unknown_api_path_without_a_slash_answers_json_404_with_debug_on(client, settings, path):
+    settings.DEBUG = True
+    response = client.post(path)
+    assert (response.status_code, response["Content-Type"]) == (404, "application/json")
 
 
 def test_an_unknown_page_answers_a_404_page_naming_the_path(client):

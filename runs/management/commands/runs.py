@@ -26,6 +26,7 @@ from runs.models import Run
 from runs.presenters.progress import JournalProgress, ProgressEvent
 from runs.presenters.receipt import run_receipt
 from runs.presenters.state import run_people_state
+from runs.services.idempotency import idempotency_keys_prune
 from runs.services.retention import PruneProgress, runs_prune
 from runs.selectors import (
     effect_transition_list,
@@ -119,7 +120,8 @@ class Command(BaseCommand):
                             help="Who cancels it (recorded); without it the cancel is the system's.")
 
         prune = actions.add_parser(
-            "prune", help="Remove finished runs' journals, checkpoints and messages, keeping their receipts."
+            "prune", help="Remove finished runs' journals, checkpoints and messages, keeping their receipts; and "
+            "expired idempotency keys."
         )
         prune.add_argument("--older-than", dest="older_than", type=_days, required=True, metavar="DAYS",
                            help="Only runs finished (and untouched) for at least this many days.")
@@ -362,6 +364,9 @@ class Command(BaseCommand):
             self.stdout.write("Dry run: nothing was removed.")
         else:
             self.stdout.write(f"Pruned {done.runs_done} runs; their receipts are kept (runs export).")
+        # Idempotency keys answer repeats for 24 hours, whatever --older-than says; past that they are only rows.
+        keys = idempotency_keys_prune(dry_run=dry_run)
+        self.stdout.write(f"{verb.capitalize()} {keys} expired idempotency key{'s' if keys != 1 else ''}.")
 
     def handle_export(self, *, run_id: str, output: str | None, **options: Any) -> None:
         run = run_get(run_id=run_id)

@@ -433,7 +433,8 @@ def test_schema_documents_the_start_request_body(anonymous_client):
     assert start["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/RunStartInput"
     }
-    assert set(schema["components"]["schemas"]["RunStartInput"]["properties"]) == {"agent", "messages", "run_id"}
+    properties = schema["components"]["schemas"]["RunStartInput"]["properties"]
+    assert set(properties) == {"agent", "messages", "run_id", "metadata"}
 
 
 @pytest.mark.parametrize("method", ["get", "options", "head", "put", "patch", "delete"])
