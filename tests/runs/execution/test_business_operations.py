@@ -58,6 +58,22 @@ def malformed_agent(*, leg=None) -> AgentDefinition:
     return AgentDefinition(name="malformed", model=ScriptedModel([policy] * 4), tools=agent.tools, max_steps=4)
 
 
+def noting_agent(*, leg=None) -> AgentDefinition:
+    """The reimbursement agent with a model that pays exp-1042 as asked plus a memo: an input that differs only
+    where the payment's fingerprint does not look (expense, amount, currency, recipient)."""
+    agent = reimbursement_agent(leg=leg)
+
+    def policy(request):
+        results = [part for message in request["messages"] if message["role"] == "tool" for part in message["content"]]
+        if not results:
+            return {"content": [{"type": "tool_call", "tool_name": "pay_expense", "input": {
+                "expense_id": "exp-1042", "amount": "84.20", "currency": "EUR", "recipient": "Ada Lovelace",
+                "memo": "March travel"}}]}
+        return {"content": [{"type": "text", "text": f"Result: {results[-1]['output']}"}]}
+
+    return AgentDefinition(name="noting", model=ScriptedModel([policy] * 4), tools=agent.tools, max_steps=4)
+
+
 def final_text(run_id: str) -> str:
     last = run_latest_messages(run=Run.objects.get(run_id=run_id))[-1]
     return " ".join(part.get("text", "") for part in last["content"]) if isinstance(last["content"], list) else last["content"]
@@ -243,6 +259,24 @@ def test_the_console_shows_the_existing_payment_before_anyone_approves(drain_run
     assert "tx-" in page
     queue = client.get("/console/").content.decode()
     assert "Already performed by run" in queue
+
+
+def test_the_console_judges_a_conflict_by_the_fingerprint_as_the_ledger_does(drain_runs, reviewer, settings):
+    from django.test import Client
+
+    settings.DEUZ_AGENTS = {**settings.DEUZ_AGENTS,
+                            "noting": "tests.runs.execution.test_business_operations.noting_agent"}
+    make_paid_run(drain_runs, "r-a")
+    run_start(agent="noting", messages=REIMBURSE, run_id="r-n")
+    drain_runs()
+    request = ApprovalRequest.objects.get(run__run_id="r-n")
+    client = Client()
+    client.force_login(reviewer)
+    page = client.get(f"/console/r-n/{request.approval_id}/").content.decode()
+    assert "Already performed by run" in page and "would be refused as a conflict" not in page
+    verdict(request)
+    drain_runs()
+    assert "'replayed_from'" in final_text("r-n") and SandboxPayment.objects.count() == 1  # replayed, as shown
 
 
 def test_the_console_names_the_other_runs_asking_for_the_same_operation(drain_runs, reviewer):
