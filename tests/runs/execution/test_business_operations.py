@@ -5,7 +5,9 @@ PostgreSQL pass runs these too)."""
 
 from __future__ import annotations
 
+import re
 import threading
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
@@ -82,9 +84,14 @@ def final_text(run_id: str) -> str:
 def test_two_runs_paying_the_same_expense_make_one_payment(drain_runs):
     make_paid_run(drain_runs, "r-a")
     make_paid_run(drain_runs, "r-b")
-    assert SandboxPayment.objects.count() == 1
+    [payment] = SandboxPayment.objects.all()
     assert Run.objects.get(run_id="r-b").status == Run.Status.COMPLETED
-    assert "already paid by run r-a" in final_text("r-b")
+    said = re.search(r"already paid by run r-a at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC: 84\.20 EUR to Ada Lovelace, "
+                     r"transaction (tx-\w+)\. Nothing was paid again\.", final_text("r-b"))
+    assert said is not None, final_text("r-b")
+    assert said.group(2) == payment.transaction_id
+    paid_at = datetime.strptime(said.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    assert abs((paid_at - payment.created_at).total_seconds()) < 2  # when r-a's payment was recorded
 
 
 def test_the_operation_belongs_to_the_run_that_opened_it(drain_runs):
