@@ -7,17 +7,19 @@ that was not cancelled is open for a verdict.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from dataclasses import dataclass
-
 from approvals.errors import ApprovalNotFound
 from approvals.models import ApprovalRequest
+from runs.agents import agent_build
+from runs.errors import SealedDataError
 from runs.models import Checkpoint, Effect, Run
+from runs.runtime import Tool
 from runs.selectors import run_latest_checkpoint_row
 
 __all__ = [
@@ -162,6 +164,7 @@ class OperationContext:
     operation_id: str
     effect: Effect | None
     others_pending: list[ApprovalRequest]
+    is_conflict: bool = False
 
     @property
     def opened_elsewhere(self) -> bool:
@@ -180,4 +183,31 @@ def approval_operation(request: ApprovalRequest, *, now: datetime | None = None)
               .select_related("run").first())
     others = list(_open(now or timezone.now()).filter(operation_id=request.operation_id)
                   .exclude(run_id=request.run_id).select_related("run").order_by("issued_at", "id")[:10])
-    return OperationContext(request.operation_id, effect, others)
+    return OperationContext(request.operation_id, effect, others,
+                            is_conflict=effect is not None and _is_conflict(request, effect))
+
+
+def _is_conflict(request: ApprovalRequest, effect: Effect) -> bool:
+    """Whether the ledger would refuse ``request`` as another request under the same operation: its fingerprint is
+    not the entry's. The fingerprint is the tool's (its ``Effect(fingerprint=...)`` picks what counts, so an input
+    that differs only where it does not count is no conflict); for a tool this server cannot build here (a
+    sub-agent's, an MCP server's), the whole input is compared. An input sealed with a key this server lacks is
+    not judged."""
+    try:
+        asked = request.tool_input
+    except SealedDataError:
+        return False
+    fingerprint = _fingerprint(request, asked)
+    return effect.fingerprint != fingerprint if fingerprint is not None else effect.request != asked
+
+
+def _fingerprint(request: ApprovalRequest, tool_input: Any) -> str | None:
+    """The ledger's fingerprint of ``tool_input`` for the tool ``request`` calls, when it is a tool of the run's
+    agent itself; None otherwise."""
+    if request.agent_path:
+        return None
+    try:
+        tool = agent_build(request.run.agent).tools.get(request.tool_name)
+        return tool.fingerprint_of(request.tool_name, tool_input) if isinstance(tool, Tool) else None
+    except Exception:  # an agent that no longer builds: the page still shows, with the plain comparison
+        return None

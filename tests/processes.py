@@ -1,20 +1,29 @@
 """Processes against the test database: real workers (for crash tests) and waiting on them, the benchmarks'
 (bench/child_processes.py, shared with the crash matrix); freezing one outside a transaction, the handles a
-process holds on the database, and a command whose children all end with the test, the tests'."""
+process holds on the database, a command whose children all end with the test, and `manage.py serve` on a free
+port, the tests'."""
 
 from __future__ import annotations
 
 import os
+import queue
+import re
 import signal
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
+import pytest
 from django.db import connection
 
 from bench.child_processes import WorkerProcess, wait_until
+from tests.environment import REPO_ROOT
 
-__all__ = ["WorkerProcess", "database_handles", "freeze_between_transactions", "run_process_group", "wait_until"]
+__all__ = [
+    "Served", "WorkerProcess", "database_handles", "freeze_between_transactions", "run_process_group", "wait_until",
+]
 
 
 def _write_locked(run_id: str) -> bool:
@@ -88,3 +97,47 @@ def run_process_group(args: list[str], *, timeout: float, **options) -> subproce
         except ProcessLookupError:
             pass
         process.wait()
+
+
+class Served:
+    """A running `manage.py serve` whose output is read line by line in the background."""
+
+    def __init__(self, *, database: Path, env: dict[str, str]):
+        self.database = database
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", "0"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            # A shell without job control starts background jobs with SIGINT ignored,
+            # and Python keeps it ignored; give the server the SIGINT a terminal would.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.process.stdout:
+            self.output.append(line)
+            self.lines.put(line)
+
+    def wait_for(self, pattern: str, timeout: float = 60) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.5)
+            except queue.Empty:
+                if self.process.poll() is not None and self.lines.empty():
+                    break
+                continue
+            if match := re.search(pattern, line):
+                return match
+        pytest.fail(f"no line matching {pattern!r}; output:\n{''.join(self.output)}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()

@@ -266,6 +266,10 @@ class _Session:
         except TimeoutError:
             self.close()  # a session that stopped answering is not reused
             raise
+        finally:
+            # A call given up on (timed out, its leg cancelled) fails later, when the session closes: nobody awaits
+            # it then, and asyncio would log its error as never retrieved.
+            future.add_done_callback(_retrieved)
 
     def close(self) -> None:
         if not self.is_closed:
@@ -284,6 +288,11 @@ class _Session:
             raise
         except Exception:
             pass  # it ended with an error: closed all the same
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _forget(session: _Session) -> None:

@@ -9,11 +9,16 @@ import subprocess
 import sys
 import textwrap
 
+import httpx
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.environment import REPO_ROOT, clean_env
+from accounts.services import token_create, token_revoke
+from approvals.roles import REVIEWERS_GROUP, SUPPORT_GROUP
+from tests.environment import PRODUCTION_ENV, REPO_ROOT, clean_env
+from tests.factories import make_user
+from tests.processes import Served, wait_until
 from tests.streams import follow, texts
 
 SHOW_AGENTS = "import json, django; django.setup(); from django.conf import settings; print(json.dumps(settings.DEUZ_AGENTS))"
@@ -123,8 +128,27 @@ def test_the_api_lists_every_agent_a_user_may_start_with_its_tools(api_client, o
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("groups", [(), (SUPPORT_GROUP,), (REVIEWERS_GROUP,)], ids=["plain", "support", "reviewer"])
+def test_every_signed_in_role_may_list_the_agents_it_may_start(token_client, groups):
+    answer = token_client(make_user("lister", *groups)).get("/api/agents/")
+    assert answer.status_code == 200
+    assert {agent["name"] for agent in answer.json()["results"]} == {"coder", "files", "reimbursement"}
+
+
+@pytest.mark.django_db
 def test_the_agent_list_needs_a_signed_in_user(anonymous_client):
     assert anonymous_client.get("/api/agents/").status_code == 401
+
+
+@pytest.mark.django_db
+def test_a_revoked_token_or_an_inactive_user_may_not_list_the_agents(anonymous_client):
+    revoked = make_user("revoked")
+    issued = token_create(user=revoked, name="t")
+    token_revoke(user=revoked, token_id=issued.token.pk)
+    inactive = make_user("gone", is_active=False)
+    for key in (issued.key, token_create(user=inactive, name="t").key):
+        anonymous_client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        assert anonymous_client.get("/api/agents/").status_code == 401
 
 
 @pytest.mark.django_db
@@ -180,3 +204,32 @@ def test_an_agent_from_a_package_outside_the_project_runs_end_to_end_through_the
     run = api_client.get("/api/runs/outside-1/").json()
     assert run["status"] == "completed"
     assert texts(follow(api_user, "outside-1")) == "Hello from outside."
+
+
+def test_an_agent_named_only_in_deuz_agents_runs_end_to_end_through_a_served_api(tmp_path, outside_package):
+    # No settings patched: `manage.py serve` (with its embedded worker) finds the agent through the environment alone.
+    database = tmp_path / "served.sqlite3"
+    env = clean_env(DATABASE_URL=f"sqlite:///{database}", PYTHONPATH=str(outside_package), DEUZ_DEMO_DELAY_MS="0",
+                    DEUZ_AGENTS=json.dumps({"echo": "acme_agents.echo.echo_agent"}), **PRODUCTION_ENV)
+    served = Served(database=database, env=env)
+    try:
+        base_url = served.wait_for(r"Deuz is serving at (http://\S+/)").group(1).rstrip("/")
+        make_user = "from django.contrib.auth import get_user_model; get_user_model().objects.create_user('outsider')"
+        subprocess.run([sys.executable, "manage.py", "shell", "-v", "0", "-c", make_user], cwd=REPO_ROOT, env=env,
+                       check=True, capture_output=True, timeout=60)
+        key = subprocess.run([sys.executable, "manage.py", "token", "create", "outsider", "--name", "t"], cwd=REPO_ROOT,
+                             env=env, check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+        client = httpx.Client(base_url=base_url, headers={"Authorization": f"Token {key}"}, timeout=10)
+        listed = [agent["name"] for agent in client.get("/api/agents/").json()["results"]]
+        assert "echo" in listed
+        started = client.post("/api/runs/", json={"agent": "echo", "run_id": "served-echo",
+                                                  "messages": [{"role": "user", "content": "hi"}]})
+        assert started.status_code == 201, started.text
+        wait_until(lambda: client.get("/api/runs/served-echo/").json()["status"] == "completed",
+                   what="the served run to complete")
+        stream = client.get("/api/runs/served-echo/events/", params={"cursor": -1}).text
+        parts = [json.loads(line.removeprefix("data: ")) for line in stream.splitlines()
+                 if line.startswith("data: {")]
+        assert "".join(part["text"] for part in parts if part["type"] == "text-delta") == "Hello from outside."
+    finally:
+        served.stop()

@@ -15,6 +15,7 @@ import pytest
 
 from approvals.models import ApprovalRequest
 from runs.models import Run
+from runs.selectors import run_latest_messages
 from tests.environment import REPO_ROOT, clean_env
 from tests.factories import verdict
 
@@ -80,3 +81,6 @@ def test_the_readmes_agent_refunds_once_after_a_reviewer_approves(walkthrough, a
     assert books == [("refund:T-1-v1", "12.00")]
     second = api_client.get("/api/runs/refund-2/").json()
     assert second["effects"] == []  # the operation is the first run's; the second was given its record
+    [result] = [part for message in run_latest_messages(run=Run.objects.get(run_id="refund-2"))
+                if message["role"] == "tool" for part in message["content"] if part["tool_name"] == "refund"]
+    assert result["output"]["replayed_from"]["run_id"] == "refund-1"

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import queue
 import re
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -18,50 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.environment import PRODUCTION_ENV, REPO_ROOT, clean_env
-
-
-class Served:
-    """A running `manage.py serve` whose output is read line by line in the background."""
-
-    def __init__(self, *, database: Path, env: dict[str, str]):
-        self.database = database
-        self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", "0"],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            # A shell without job control starts background jobs with SIGINT ignored,
-            # and Python keeps it ignored; give the server the SIGINT a terminal would.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.output: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        for line in self.process.stdout:
-            self.output.append(line)
-            self.lines.put(line)
-
-    def wait_for(self, pattern: str, timeout: float = 60) -> re.Match:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.5)
-            except queue.Empty:
-                if self.process.poll() is not None and self.lines.empty():
-                    break
-                continue
-            if match := re.search(pattern, line):
-                return match
-        pytest.fail(f"no line matching {pattern!r}; output:\n{''.join(self.output)}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+from tests.processes import Served
 
 
 def get(url: str) -> tuple[int, bytes]:

@@ -110,6 +110,28 @@ async def test_a_server_killed_mid_run_gives_an_is_error_result_and_the_run_fini
     assert result.finish_reason == "stop"
 
 
+async def test_a_slow_server_gives_an_is_error_result_in_time_and_the_run_finishes(server, monkeypatch):
+    import gc
+
+    from runs.runtime import mcp
+
+    monkeypatch.setattr(mcp, "CALL_TIMEOUT_SECONDS", 1.0)  # slow_delete answers after 30 s
+    lost = []
+    asyncio.get_running_loop().set_exception_handler(lambda loop, context: lost.append(context["message"]))
+    model = calling(("slow_delete", {"key": "a"}), final="gave up")
+    started = asyncio.get_running_loop().time()
+    result, _, _ = await run(model, http_tools(server, needs_approval=False, effect=False))
+    [outcome] = results(result.messages)
+    assert (outcome["is_error"], outcome["output"]) == (
+        True, "MCP server 'records' did not answer the call of 'slow_delete' in time.")
+    assert result.finish_reason == "stop" and result.text == "gave up"
+    assert asyncio.get_running_loop().time() - started < 15
+    del result, outcome
+    await asyncio.sleep(0.2)  # the session closes behind the call it gave up on
+    gc.collect()
+    assert lost == []  # that call's late failure is not logged as an error nobody retrieved
+
+
 async def test_a_pending_call_whose_server_is_gone_at_the_next_leg_is_an_is_error(server):
     model = calling(("delete_record", {"key": "a"}))
     result, store, ledger = await run(model, http_tools(server))
