@@ -31,6 +31,7 @@ from django.conf import settings
 from runs.agents import AgentDefinition
 from runs.models import EffectTransition, JournalEntry, Leg, Run
 from runs.runtime.redact import redact
+from runs.runtime.tool_phase import SubAgentSuspended
 from runs.runtime.toolsets import LegTools, Toolset
 from runs.runtime.tools import Tool, ToolContext
 from runs.secrets.redaction import service_secrets
@@ -376,7 +377,7 @@ class _TracedModel:
         return getattr(self._model, name)
 
     async def stream(self, request: dict[str, Any]) -> Any:
-        from opentelemetry.trace import SpanKind, Status, StatusCode
+        from opentelemetry.trace import SpanKind
 
         leg_trace = self._trace
         attributes: dict[str, Any] = {
@@ -410,14 +411,23 @@ class _TracedModel:
                                   **({"arguments": event.get("input")} if leg_trace.content else {})})
                 yield event
         except Exception as exc:
-            span.set_attribute("error.type", type(exc).__name__)
-            span.set_status(Status(StatusCode.ERROR, redact(str(exc), leg_trace.secrets)[:500]))
+            _failed(span, exc, leg_trace)
             raise
         finally:
             if leg_trace.content:
                 span.set_attribute("gen_ai.output.messages", _content(
                     [{"role": "assistant", "text": "".join(text), "tool_calls": calls}], leg_trace.secrets))
             span.end()
+
+
+def _failed(span: Any, exc: Exception, leg_trace: LegTrace) -> None:
+    """An error status on ``span``: the exception's class, and its message only where contents are recorded (a
+    tool's error may quote what it was given)."""
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attribute("error.type", type(exc).__name__)
+    description = redact(str(exc), leg_trace.secrets)[:500] if leg_trace.content else type(exc).__name__
+    span.set_status(Status(StatusCode.ERROR, description))
 
 
 def _content(value: Any, secrets: tuple[str, ...]) -> str:
@@ -431,8 +441,6 @@ class _TracedTool(Tool):
     leg_trace: Any = field(default=None, repr=False, compare=False)
 
     async def run(self, tool_input: dict[str, Any], ctx: ToolContext) -> Any:
-        from opentelemetry.trace import Status, StatusCode
-
         leg_trace = self.leg_trace
         attributes = {
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": ctx.tool_name,
@@ -445,9 +453,11 @@ class _TracedTool(Tool):
         span = leg_trace.child(f"execute_tool {ctx.tool_name}", attributes=attributes)
         try:
             output = await super().run(tool_input, ctx)
-        except BaseException as exc:
-            span.set_attribute("error.type", type(exc).__name__)
-            span.set_status(Status(StatusCode.ERROR, redact(str(exc), leg_trace.secrets)[:500]))
+        except SubAgentSuspended:  # the sub-agent waits for a person: no failure
+            span.add_event("deuz.approval.wait")
+            raise
+        except Exception as exc:
+            _failed(span, exc, leg_trace)
             raise
         else:
             if leg_trace.content:

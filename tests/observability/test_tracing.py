@@ -180,6 +180,31 @@ def test_a_killed_legs_span_is_recorded_by_its_continuation_in_the_same_trace(re
     assert [text for text in texts_of("dead-1") if text.encode() in exported] == []
 
 
+def failing_tool_agent(*, leg=None):
+    """One call of a tool that fails quoting its input, then an answer."""
+    from runs.agents import AgentDefinition
+    from runs.runtime import tool
+    from runs.runtime.testing import ScriptedModel
+
+    def charge(tool_input, ctx):
+        raise ValueError(f"card {tool_input['card']} refused")
+
+    call = {"content": [{"type": "tool_call", "tool_name": "charge", "input": {"card": "4111-secret-card"}}]}
+    return AgentDefinition(name="failing", max_steps=3, model=ScriptedModel([call, {"content": "Sorry."}]),
+                           tools={"charge": tool(execute=charge, input_schema={"type": "object"})})
+
+
+def test_a_failing_tool_is_an_error_span_naming_the_exception_not_its_message(traced, drain_runs, settings):
+    settings.DEUZ_AGENTS = {**settings.DEUZ_AGENTS, "failing": f"{__name__}.failing_tool_agent"}
+    from runs.services.lifecycle import run_start
+
+    run_start(agent="failing", messages=[{"role": "user", "content": "Pay"}], run_id="fail-1")
+    drain_runs()
+    [tool] = traced.named("execute_tool ")
+    assert (tool.status_code, tool.status_message, tool.attributes["error.type"]) == (2, "ValueError", "ValueError")
+    assert b"4111-secret-card" not in b"".join(traced.bodies)
+
+
 def test_an_exporter_this_service_lacks_is_a_system_check_error(monkeypatch):
     from observability.checks import check_tracing
 
