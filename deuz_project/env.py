@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 __all__ = [
     "env_agents",
     "env_bool",
+    "env_choice",
     "env_demo_model",
     "env_fernet_keys",
     "env_float",
@@ -52,6 +53,16 @@ def env_bool(name: str, *, default: bool) -> bool:
     raise ImproperlyConfigured(
         f"{name} must be one of 1/0, true/false, yes/no, on/off; got {value!r}."
     )
+
+
+def env_choice(name: str, *, choices: tuple[str, ...], default: str) -> str:
+    """One of ``choices`` (compared in lower case)."""
+    value = env_str(name)
+    if value is None:
+        return default
+    if value.strip().lower() not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}; got {value!r}.")
+    return value.strip().lower()
 
 
 def env_int(name: str, *, default: int, minimum: int | None = None) -> int:

@@ -18,6 +18,7 @@ from django.utils.csp import CSP
 from deuz_project.env import (
     env_agents,
     env_bool,
+    env_choice,
     env_demo_model,
     env_fernet_keys,
     env_float,
@@ -125,6 +126,10 @@ DEUZ_APPROVAL_MAX_AGE_SECONDS = env_int("DEUZ_APPROVAL_MAX_AGE_SECONDS", default
 
 # GET /metrics answers a scrape that sends this bearer token; unset, the endpoint does not exist (404).
 DEUZ_METRICS_TOKEN = env_str("DEUZ_METRICS_TOKEN")
+
+# Traces (observability.tracing) follow OpenTelemetry's OTEL_* variables; message contents, tool inputs and outputs
+# go into spans only when this is on (off: spans say what ran, never what was said).
+DEUZ_TRACE_CONTENT = env_bool("DEUZ_TRACE_CONTENT", default=False)
 
 # The demo agents' pause between text deltas, so streaming is visible in a browser.
 DEUZ_DEMO_DELAY_MS = env_int("DEUZ_DEMO_DELAY_MS", default=20, minimum=0)
@@ -438,15 +443,20 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# How log lines are written: "plain" text, or "json", one object per line with the run, leg and epoch of the leg
+# that wrote it and secrets redacted (observability.logs).
+DEUZ_LOG_FORMAT = env_choice("DEUZ_LOG_FORMAT", choices=("plain", "json"), default="plain")
+
 # Everything to the console (the process manager keeps it); the `deuz` logger at INFO.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "observability.logs.JsonFormatter"},
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {"class": "logging.StreamHandler", "formatter": DEUZ_LOG_FORMAT},
     },
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {

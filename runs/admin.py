@@ -152,7 +152,7 @@ class RunAdmin(ReadOnlyAdmin):
     fields = [
         "run_id", "agent", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
         "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "cancel_reason", "retry_at",
-        "retry_attempt", "retry_limit", "metadata", "created_by", "created_at", "updated_at",
+        "retry_attempt", "retry_limit", "metadata", "created_by", "created_at", "updated_at", "trace_context",
     ]
     inlines = [LegInline, EffectInline]
     actions = ["cancel_selected", "resume_selected"]

@@ -130,6 +130,11 @@ class Run(models.Model):
     # Retention (`runs prune`): when the run's journal, checkpoints and messages were removed, and its recovery
     # receipt as it stood then (JSON text), so `runs export` still answers.
     pruned_at = models.DateTimeField(null=True, blank=True)
+    # Tracing (observability.tracing): the W3C traceparent of the run's trace, set when its first traced leg starts,
+    # so every later leg, in whatever process, joins the same trace.
+    trace_context = models.CharField(
+        max_length=55, null=True, blank=True, help_text="W3C traceparent of the run's trace (empty untraced).",
+    )
     pruned_receipt = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -25,6 +25,8 @@ from approvals.selectors import (
 )
 from approvals.services import approval_checkpoint_saved
 from approvals.signing import approval_signer
+from observability.logs import leg_log_context
+from observability.tracing import leg_trace_end, leg_trace_open
 from runs.agents import AgentDefinition, LegContext, agent_build
 from runs.execution.fault_probe import fault_probe
 from runs.ownership.wakeups import CANCEL_POLL_SECONDS, run_cancel_watch, run_cancels_are_pushed
@@ -154,6 +156,7 @@ class _Leg:
         self.definition: AgentDefinition | None = None
         self.last_parts: list[dict[str, Any]] = []  # the worker's own word on the leg, written before its sentinel
         self.mirror_folded = False  # set by session_store
+        self.trace: Any = None  # the leg's spans (observability.tracing); None while tracing is off
 
     def on_save(self, saved: SavedCheckpoint) -> None:
         """Inside every checkpoint's transaction: the journal first, then the run's mirror and approvals."""
@@ -179,6 +182,9 @@ class _Leg:
         claim = self.claim
         run = Run.objects.get(run_id=claim.run_id)
         definition = agent_build(run.agent, leg=LegContext(run.run_id, claim.epoch, self.fault))
+        self.trace = leg_trace_open(claim, run, writer=self.writer)
+        if self.trace is not None:
+            definition = self.trace.instrument(definition)
         return run, definition, self.session_store()
 
     async def start(self) -> Any:
@@ -335,7 +341,13 @@ def _suspension_state(run: Run) -> tuple[list[Any], Any]:
 
 async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
     """Run one leg of ``claim``'s run to its end, renewing the lease, and close it (never raises for a failed
-    leg: the run fails, needs review or goes back to the queue; a cancelled task aborts the leg and re-raises)."""
+    leg: the run fails, needs review or goes back to the queue; a cancelled task aborts the leg and re-raises).
+    Every line it logs names the run, the leg and its epoch (observability.logs)."""
+    with leg_log_context(run_id=claim.run_id, leg=claim.leg, epoch=claim.epoch):
+        await _leg_run(claim, fault=fault)
+
+
+async def _leg_run(claim: Claim, *, fault: Any) -> None:
     leg = _Leg(claim, fault=fault or fault_probe(settings.DEUZ_FAULT))
     keeper = asyncio.create_task(leg.keep_lease())
     watcher: asyncio.Task[None] | None = None
@@ -379,6 +391,8 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
         flushed.set()
         await leg.end_journal(flusher)
         await leg.close("aborted", empty_usage(), "The worker stopped during this leg.")
+        await leg_trace_end(leg.trace, finish_reason="aborted", error="The worker stopped during this leg.",
+                            usage=empty_usage())
         raise
     except Exception as exc:  # a failed leg fails its run, never the worker
         logger.exception("Leg %s of run %s failed.", claim.leg, claim.run_id)
@@ -396,3 +410,4 @@ async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
             finish_reason, error = "aborted", redact(f"{type(exc).__name__}: {exc}", leg_secrets())
     await leg.end_journal(flusher)
     await leg.close(finish_reason, usage, error, retry, waits_for_operation=waits)
+    await leg_trace_end(leg.trace, finish_reason=finish_reason, error=error, usage=usage)

@@ -15,6 +15,7 @@ from django.db import close_old_connections, connection
 
 from approvals.services import approval_expire_due
 from notifications.delivery.drain import outbox_deliver_forever
+from observability.tracing import tracing_shutdown
 from runs.execution.fault_probe import fault_probe
 from runs.execution.legs import leg_execute
 from runs.ownership.wakeups import runs_listen, runs_wake_register
@@ -139,6 +140,7 @@ def run_worker(*, concurrency: int, worker_id: str | None = None, poll_seconds: 
         await worker.run()
 
     asyncio.run(main())
+    tracing_shutdown()  # a worker stopping normally exports every span it holds
 
 
 class EmbeddedWorkers:
