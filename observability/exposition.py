@@ -19,6 +19,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from observability.measures import durable_measures, process_measures
+from observability.tallies import tallies_fold
 
 __all__ = ["metrics"]
 
@@ -27,6 +28,7 @@ class _Collector:
     """The Deuz measures, collected anew at each scrape."""
 
     def collect(self):
+        tallies_fold()  # what the journals told since the last scrape
         yield from durable_measures()
         yield from process_measures()
 

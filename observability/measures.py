@@ -1,7 +1,8 @@
 """The measures of ``GET /metrics``, read from stored rows.
 
-Durable facts (runs, steps, legs, tokens, cost, effects, approvals, replays, recoveries, the outbox) are counted
-from the database, not from this process's memory: every web server and worker reads the same figures, a SIGKILL
+Durable facts (runs, steps, legs, tokens, cost, effects, approvals, replays, recoveries, the outbox, and the model
+and tool calls and step durations the journals told: observability.tallies) are counted from the database, not
+from this process's memory: every web server and worker reads the same figures, a SIGKILL
 loses none, and pruning keeps them (a pruned run keeps its row, its step index and its usage). Only what lives in
 one process (its open streams) is measured there, and its help text says so.
 
@@ -21,6 +22,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from approvals.models import ApprovalRequest
 from notifications.models import OutboxMessage
+from observability.models import Tally
+from observability.tallies import STEP_BUCKETS
 from runs.models import JournalEntry, Leg, Run
 from runs.presenters.metrics import effect_metrics
 from runs.runtime.usage import CACHE_KEYS
@@ -134,6 +137,33 @@ def _outbox() -> Iterator[Metric]:
     yield depth
 
 
+def _tallies() -> Iterator[Metric]:
+    """What the journals told (observability.tallies): calls by outcome, and the steps' durations."""
+    tallies = list(Tally.objects.values_list("kind", "label", "outcome", "count", "total"))
+    model_calls = CounterMetricFamily("deuz_model_calls", "Model calls, by the provider of the run's agent and "
+                                      "outcome (ok, error, interrupted: its leg died or stopped first).",
+                                      labels=["provider", "outcome"])
+    tool_calls = CounterMetricFamily("deuz_tool_calls", "Tool calls, by tool and outcome (ok; error: the tool "
+                                     "failed or refused its input; denied: a reviewer said no).",
+                                     labels=["tool", "outcome"])
+    buckets: dict[str, tuple[int, float]] = {}
+    for kind, label, outcome, count, total in tallies:
+        if kind == Tally.Kind.MODEL_CALL:
+            model_calls.add_metric([label, outcome], count)
+        elif kind == Tally.Kind.TOOL_CALL:
+            tool_calls.add_metric([label, outcome], count)
+        else:
+            buckets[label] = (count, total)
+    yield model_calls
+    yield tool_calls
+    steps = HistogramMetricFamily("deuz_step_duration_seconds", "From a top-level step's start to its finish "
+                                  "(the model call and its tools), as journaled.")
+    every, seconds = buckets.get("+Inf", (0, 0.0))
+    steps.add_metric([], [*[(str(bound), buckets.get(str(bound), (0, 0.0))[0]) for bound in STEP_BUCKETS],
+                          ("+Inf", every)], sum_value=seconds)
+    yield steps
+
+
 def durable_measures(now: datetime | None = None) -> Iterator[Metric]:
     """Every measure read from stored rows (module docstring)."""
     now = now or timezone.now()
@@ -143,6 +173,7 @@ def durable_measures(now: datetime | None = None) -> Iterator[Metric]:
     yield from _effects(now)
     yield from _approvals(now)
     yield from _outbox()
+    yield from _tallies()
 
 
 def process_measures() -> Iterator[Metric]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from django.conf import settings
 
+from observability.providers import model_provider_name
 from runs.agents import AgentDefinition
 from runs.models import EffectTransition, JournalEntry, Leg, Run
 from runs.runtime.redact import redact
@@ -53,8 +54,6 @@ logger = logging.getLogger("deuz.tracing")
 EXPORTERS = ("otlp", "console", "none")
 #: What the continuation writes on the span of a leg whose process died.
 DEAD_LEG = "The worker process died during this leg (its span was recorded by the leg that continued the run)."
-#: How a provider is named in gen_ai.provider.name, by the class of its model (runs.runtime.providers).
-_PROVIDERS = {"AnthropicModel": "anthropic", "OpenAIChatModel": "openai", "ScriptedModel": "deuz.scripted"}
 
 
 def _env(name: str) -> str:
@@ -179,10 +178,6 @@ def leg_span_id(run_id: str, leg: int) -> int:
 
 def _ns(moment: datetime) -> int:
     return int(moment.timestamp() * 1_000_000_000)
-
-
-def _provider_name(model: Any) -> str:
-    return _PROVIDERS.get(type(model).__name__, type(model).__name__)
 
 
 @dataclass
@@ -371,7 +366,7 @@ class _TracedModel:
         self._model = model
         self._trace = leg_trace
         self.model_id = model.model_id
-        self.provider = _provider_name(model)
+        self.provider = model_provider_name(model)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)

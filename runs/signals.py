@@ -12,6 +12,7 @@ __all__ = [
     "effect_needs_review",
     "run_cancelled",
     "run_journal_ended",
+    "run_journals_pruning",
     "run_leg_closed",
     "run_status_changed",
     "run_status_changed_on_commit",
@@ -28,6 +29,10 @@ run_journal_ended = Signal()
 #: Sent inside run_leg_finish's transaction with ``run``, saved in the status the leg's end gave it (a receiver's
 #: writes, such as notifications' outbox, commit or roll back with the change).
 run_leg_closed = Signal()
+
+#: Sent inside the prune's transaction just before the journals of the runs ``run_pks`` are deleted, so what is
+#: counted from journals (observability's tallies) is counted before they go.
+run_journals_pruning = Signal()
 
 #: Sent inside the effect ledger's transaction that moved an effect to needs_review, with ``effect``.
 effect_needs_review = Signal()

@@ -46,7 +46,7 @@ FOLDERS = {
                       "migrations": MIGRATIONS},
     "demo": {"migrations": MIGRATIONS},
     "accounts": {"api": EDGE, "pages": EDGE, "management": COMMANDS, "migrations": MIGRATIONS},
-    "observability": {},
+    "observability": {"migrations": MIGRATIONS},
 }
 #: Each app's own core (its top-level modules' layer); the demo is one layer whatever the module.
 APP_CORE = {"runs": RUNS_CORE, "approvals": APPROVALS_CORE, "notifications": NOTIFICATIONS_CORE, "demo": DEMO,

@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from runs.models import Checkpoint, JournalEntry, Run, RunMessage
+from runs.signals import run_journals_pruning
 
 __all__ = ["PruneProgress", "runs_prunable", "runs_prune"]
 
@@ -91,6 +92,7 @@ def _prune(run_pks: list[int], receipt: Callable[[Run], dict]) -> tuple[int, int
         Run.objects.filter(pk=run.pk).update(pruned_at=now, pruned_receipt=kept)
         pruned.append(run.pk)
     counts = _counts(pruned)
+    run_journals_pruning.send(sender=Run, run_pks=pruned)
     JournalEntry.objects.filter(run_id__in=pruned).delete()
     # Checkpoints point into the message chain: both go; approval requests keep their rows (revision emptied).
     Checkpoint.objects.filter(run_id__in=pruned).delete()

@@ -3,13 +3,15 @@ rows, so a scrape after a run with an approval, a crash and a recovery shows exa
 
 from __future__ import annotations
 
+import io
 import signal
+from datetime import timedelta
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from approvals.models import ApprovalRequest
-from runs.models import Run
+from runs.models import JournalEntry, Run
 from tests.factories import make_paid_run, make_queued_run, make_suspended_run, make_user, verdict
 from tests.processes import wait_until
 
@@ -19,8 +21,10 @@ TOKEN = "scrape-me-0123456789"
 
 
 @pytest.fixture
-def metrics_on(settings):
+def metrics_on(settings, monkeypatch):
     settings.DEUZ_METRICS_TOKEN = TOKEN
+    # The journal's parts are folded once SETTLE old (observability.tallies); the tests' are folded at once.
+    monkeypatch.setattr("observability.tallies.SETTLE", timedelta(0))
 
 
 def scrape(client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -118,3 +122,49 @@ def test_open_streams_are_counted_in_this_process(client, metrics_on):
     from runs.wire import followers
 
     assert value(scrape(client), "deuz_followers_open") == followers.open_followers() == 0
+
+
+def test_model_and_tool_calls_are_counted_from_the_journal(client, metrics_on, drain_runs):
+    make_paid_run(drain_runs, "m-calls")
+    samples = scrape(client)
+    steps = Run.objects.get(run_id="m-calls").step_index + 1
+    # The reimbursement agent: a model call a step; it looked the expense up, then paid it once approved.
+    assert value(samples, "deuz_model_calls_total", provider="deuz.scripted", outcome="ok") == steps
+    assert value(samples, "deuz_tool_calls_total", tool="lookup_expense", outcome="ok") == 1
+    assert value(samples, "deuz_tool_calls_total", tool="pay_expense", outcome="ok") == 1
+    # The step that asked to pay ended its leg waiting for a reviewer: only the steps that finished are timed.
+    assert value(samples, "deuz_step_duration_seconds_count") == steps - 1
+    assert value(samples, "deuz_step_duration_seconds_bucket", le="+Inf") == steps - 1
+
+
+def test_a_second_scrape_counts_nothing_twice(client, metrics_on, drain_runs):
+    make_paid_run(drain_runs, "m-twice")
+    told = ("deuz_model_calls", "deuz_tool_calls", "deuz_step_duration")
+
+    def calls(samples):
+        return {key: sample for key, sample in samples.items() if key[0].startswith(told)}
+
+    first = calls(scrape(client))
+    assert first and calls(scrape(client)) == first
+
+
+def test_a_denied_payment_counts_as_denied_not_as_made(client, metrics_on, drain_runs):
+    verdict(make_suspended_run(drain_runs, "m-denied"), approved=False, reason="Not ours.")
+    drain_runs()
+    samples = scrape(client)
+    assert value(samples, "deuz_tool_calls_total", tool="pay_expense", outcome="denied") == 1
+    assert value(samples, "deuz_tool_calls_total", tool="pay_expense", outcome="ok") == 0
+    assert value(samples, "deuz_tool_calls_total", tool="pay_expense", outcome="error") == 0
+
+
+def test_pruned_runs_keep_their_counted_calls(client, metrics_on, drain_runs, settings):
+    from django.core.management import call_command
+
+    make_paid_run(drain_runs, "m-pruned")
+    Run.objects.filter(run_id="m-pruned").update(updated_at=Run.objects.get(run_id="m-pruned").updated_at.replace(
+        year=2020))
+    call_command("runs", "prune", "--older-than", "30", stdout=io.StringIO())
+    assert not JournalEntry.objects.filter(run__run_id="m-pruned").exists()
+    samples = scrape(client)
+    assert value(samples, "deuz_tool_calls_total", tool="pay_expense", outcome="ok") == 1
+    assert value(samples, "deuz_steps_total") == Run.objects.get(run_id="m-pruned").step_index + 1
