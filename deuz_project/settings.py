@@ -441,6 +441,14 @@ SPECTACULAR_SETTINGS = {
         "WebhookEventTypeEnum": "notifications.models.EventType",
         "WebhookDeliveryStatusEnum": "notifications.models.OutboxMessage.Status",
     },
+    # The events endpoint (an async view outside DRF) and the stream's part types are put in the document by
+    # runs.api.schema's hooks, so /api/schema/ and `manage.py spectacular` write the same document.
+    "PREPROCESSING_HOOKS": ["runs.api.schema.run_events_documented"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept
+        "runs.api.schema.empty_query_values_documented",
+        "runs.api.schema.stream_parts_documented",
+    ],
 }
 
 # How log lines are written: "plain" text, or "json", one object per line with the run, leg and epoch of the leg

@@ -8,7 +8,6 @@ from deuz_project import views
 from deuz_project.middleware import API_NOT_FOUND
 from observability.exposition import metrics
 from runs.api.documents import ApiDocsView, ApiSchemaView
-from runs.api.schema import SCHEMA_SETTINGS
 from runs.api.events import run_events
 from runs.pages.views import run_live
 
@@ -33,7 +32,7 @@ urlpatterns = [
     path("api/webhooks/", include("notifications.api.urls")),
     path("api/", include("runs.api.urls")),
     path("api/", include("accounts.api.urls")),
-    path("api/schema/", ApiSchemaView.as_view(custom_settings=SCHEMA_SETTINGS), name="schema"),
+    path("api/schema/", ApiSchemaView.as_view(), name="schema"),
     path("api/docs/", ApiDocsView.as_view(url_name="schema"), name="swagger-ui"),
     # Last: any other /api/ path answers the JSON 404 even with DEBUG on, where Django would render its HTML debug
     # page instead of handler404. It matches with or without a trailing slash, so APPEND_SLASH never redirects under

@@ -31,7 +31,6 @@ __all__ = [
     "CSRF_REFUSED",
     "RUN_ID_PATH",
     "RunEventsSchemaApi",
-    "SCHEMA_SETTINGS",
     "UNAUTHENTICATED",
     "WWW_AUTHENTICATE",
     "empty_query_values_documented",
@@ -87,15 +86,6 @@ def json_body_answers(answers: dict[Any, Any], *, forbidden: str = f"Refused for
     }
     return dict(sorted(every.items()))
 
-#: SpectacularAPIView's settings for the document at /api/schema/.
-SCHEMA_SETTINGS = {
-    "PREPROCESSING_HOOKS": ["runs.api.schema.run_events_documented"],
-    "POSTPROCESSING_HOOKS": [
-        "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept
-        "runs.api.schema.empty_query_values_documented",
-        "runs.api.schema.stream_parts_documented",
-    ],
-}
 
 #: The events endpoint's answer; ``stream_parts_documented`` puts its schema (runs.api.stream_parts.EVENT_STREAM_SCHEMA:
 #: an event, or the whole body as text) and the components it names in the document.

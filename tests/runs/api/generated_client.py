@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 import httpx
+from asgiref.sync import async_to_sync
 from django.test import Client as DjangoClient
 
 __all__ = ["PACKAGE", "django_transport", "generate_client", "generated_client"]
@@ -47,17 +48,30 @@ def generate_client(schema: dict, folder: Path) -> ModuleType:
     return importlib.import_module(PACKAGE)
 
 
+#: Headers of the connection, not of the request: the test client makes its own.
+_TRANSPORT_HEADERS = {"host", "content-length", "connection", "accept-encoding", "user-agent"}
+
+
+async def _joined(chunks) -> list[bytes]:
+    return [chunk async for chunk in chunks]
+
+
 def django_transport(authorization: str) -> httpx.MockTransport:
     """An httpx transport that answers each request with Django's test client, as ``authorization``."""
     django = DjangoClient()
 
     def answer(request: httpx.Request) -> httpx.Response:
-        headers = {"Authorization": authorization}
-        if "content-type" in request.headers:
-            headers["Content-Type"] = request.headers["content-type"]
+        # Every header the generated code set (Idempotency-Key, Last-Event-ID...), as a server would receive it.
+        headers = {name: value for name, value in request.headers.items() if name.lower() not in _TRANSPORT_HEADERS}
+        headers["Authorization"] = authorization
         path = request.url.raw_path.decode()
         response = django.generic(request.method, path, data=request.content, headers=headers)
-        return httpx.Response(response.status_code, headers=dict(response.items()), content=response.content)
+        if response.streaming:
+            content = b"".join(async_to_sync(_joined)(response.streaming_content) if response.is_async
+                               else response.streaming_content)
+        else:
+            content = response.content
+        return httpx.Response(response.status_code, headers=dict(response.items()), content=content)
 
     return httpx.MockTransport(answer)
 

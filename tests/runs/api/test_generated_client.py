@@ -9,7 +9,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from demo.models import SandboxPayment
 from runs.models import Effect
-from tests.factories import make_suspended_run, make_user, token_of, verdict
+from tests.factories import FIX, make_queued_run, make_suspended_run, make_user, token_of, verdict
 from tests.runs.api.generated_client import generate_client, generated_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,6 +32,14 @@ def retrieve(deuz_client, client, run_id: str):
     from deuz_client.api.runs import runs_retrieve
 
     return runs_retrieve.sync(run_id=run_id, client=client)
+
+
+def test_the_generated_client_has_every_operation_of_the_document(deuz_client):
+    import importlib
+
+    for operation in ("runs_start", "runs_list", "runs_retrieve", "runs_events", "runs_checkpoints_list",
+                      "runs_approvals_decide", "runs_cancel", "runs_effects_resolve"):
+        assert importlib.import_module(f"deuz_client.api.runs.{operation}")
 
 
 def test_a_run_waiting_for_review_reads_with_its_pending_request(deuz_client, reviewer_api, drain_runs):
@@ -67,11 +75,63 @@ def test_a_paid_run_reads_with_its_effect_and_receipt(deuz_client, reviewer_api,
     assert effect.receipt.additional_properties["transaction_id"] == SandboxPayment.objects.get().transaction_id
 
 
-def test_a_denied_run_reads(deuz_client, reviewer_api, drain_runs):
+def test_a_denied_run_reads_with_its_outcome_and_verdict(deuz_client, reviewer_api, drain_runs):
     user, client = reviewer_api
-    verdict(make_suspended_run(drain_runs, "gen-denied", user=user), approved=False, reason="Not ours.")
+    verdict(make_suspended_run(drain_runs, "gen-denied", user=user), approved=False, reason="Not ours.", user=user)
     drain_runs()
-    assert retrieve(deuz_client, client, "gen-denied").status.value == "completed"
+    run = retrieve(deuz_client, client, "gen-denied")
+    assert (run.status.value, run.outcome.kind.value, run.outcome.by) == ("completed", "denied", user.username)
+    (approval,) = run.approvals
+    assert (approval.verdict.value, approval.reason, approval.decided_by) == ("denied", "Not ours.", user.username)
+
+
+def test_a_sub_agents_request_reads_with_its_agent_path(deuz_client, reviewer_api, drain_runs):
+    user, client = reviewer_api
+    make_queued_run("gen-coder", agent="coder", user=user, messages=FIX)
+    drain_runs()
+    run = retrieve(deuz_client, client, "gen-coder")
+    (pending,) = run.pending_approvals
+    assert (pending.tool_name, pending.agent_path) == ("run_shell", ["coder"])
+
+
+def test_a_finished_runs_stream_reads_through_the_generated_client(deuz_client, reviewer_api, drain_runs):
+    from deuz_client.api.runs import runs_events
+
+    user, client = reviewer_api
+    verdict(make_suspended_run(drain_runs, "gen-stream", user=user))
+    drain_runs()
+    body = runs_events.sync(run_id="gen-stream", client=client, cursor=-1)
+    assert isinstance(body, str)
+    assert body.startswith("retry: ") and body.rstrip().endswith("data: [DONE]")
+    assert '"type":"tool-approval-verdict"' in body.replace(" ", "")
+
+
+def test_an_effect_needing_review_is_resolved_through_the_generated_client(deuz_client, reviewer_api,
+                                                                           needs_review_run):
+    from deuz_client.api.runs import runs_effects_resolve
+    from deuz_client.models import ActionEnum, EffectResolveInput
+
+    _, client = reviewer_api
+    run = needs_review_run("gen-review")
+    (effect,) = retrieve(deuz_client, client, "gen-review").effects
+    assert effect.status.value == Effect.Status.NEEDS_REVIEW
+    entry = runs_effects_resolve.sync(run_id=run.run_id, operation_id=effect.operation_id, client=client,
+                                      body=EffectResolveInput(action=ActionEnum.ABANDON, reason="Checked by hand."))
+    assert entry.status.value == Effect.Status.FAILED  # abandoned: a person said it did not happen
+
+
+def test_metadata_and_an_idempotency_key_go_through_the_generated_client(deuz_client, reviewer_api):
+    from deuz_client.api.runs import runs_start
+    from deuz_client.models import AgentEnum, MessageInput, MessageInputRoleEnum, RunStartInput, RunStartInputMetadata
+
+    _, client = reviewer_api
+    metadata = RunStartInputMetadata.from_dict({"ticket": "T-1"})
+    body = RunStartInput(agent=AgentEnum.REIMBURSEMENT, run_id="gen-meta", metadata=metadata,
+                         messages=[MessageInput(role=MessageInputRoleEnum.USER, content="Reimburse exp-1042")])
+    first = runs_start.sync(client=client, body=body, idempotency_key="start-gen-meta")
+    again = runs_start.sync(client=client, body=body, idempotency_key="start-gen-meta")
+    assert first.metadata.additional_properties == {"ticket": "T-1"}
+    assert (again.run_id, again.created_at) == (first.run_id, first.created_at)
 
 
 def test_a_cancelled_run_reads_after_a_cancel_through_the_generated_client(deuz_client, reviewer_api, drain_runs):
