@@ -44,11 +44,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.http import StreamingHttpResponse
-
 from runs.runtime.codec import encode_value
 from runs.runtime.types import StreamPart
-from runs.wire.followers import Follow, FrameKind
+from runs.wire.followers import Follow, FollowResponse, FrameKind
 
 __all__ = [
     "APPROVALS_DECIDED_BY",
@@ -286,17 +284,9 @@ async def ui_message_events(follow: Follow, *, approvals_decided_by: str) -> Asy
     yield _event(ui_chunks_end(state)) + _DONE
 
 
-class UIMessageStreamResponse(StreamingHttpResponse):
-    """A Follow's UI message stream as a response, with its headers; the Follow is closed with the response (when
-    the client goes, and when the stream never started, when the generator's own clean-up never runs)."""
+class UIMessageStreamResponse(FollowResponse):
+    """A Follow's UI message stream as a response, with its headers; the Follow is closed with the response."""
 
     def __init__(self, follow: Follow, *, approvals_decided_by: str) -> None:
-        super().__init__(ui_message_events(follow, approvals_decided_by=approvals_decided_by),
-                         content_type="text/event-stream", headers=UI_MESSAGE_STREAM_HEADERS)
-        self.follow = follow
-
-    def close(self) -> None:
-        try:
-            self.follow.close()
-        finally:
-            super().close()
+        super().__init__(follow, ui_message_events(follow, approvals_decided_by=approvals_decided_by),
+                         headers=UI_MESSAGE_STREAM_HEADERS)
