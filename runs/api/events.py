@@ -10,14 +10,14 @@ import json
 from collections.abc import AsyncIterator
 
 from django.db import DataError
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
 from runs.execution.continuation import run_continue
-from runs.wire.followers import Follow, FollowRefused, FrameKind, follow_open, parse_cursor
+from runs.wire.followers import Follow, FollowRefused, FollowResponse, FrameKind, follow_open, parse_cursor
 from runs.runtime.codec import encode_value
 from runs.runtime.types import StreamPart
 
@@ -79,25 +79,10 @@ async def run_events(request: HttpRequest, run_id: str):
         if refusal.status == 401 and (challenge := _www_authenticate(request)):
             response["WWW-Authenticate"] = challenge
         return response
-    response = _EventStreamResponse(follow)
+    response = FollowResponse(follow, _events(follow))
     response["Cache-Control"] = "private, no-store"  # run data: never kept by a cache or a proxy
     response["X-Accel-Buffering"] = "no"  # proxies must not hold parts back
     return response
-
-
-class _EventStreamResponse(StreamingHttpResponse):
-    """The stream of one Follow, given back when Django closes the response: when the client goes too, and
-    also when the stream never started (then the generator's own clean-up never runs)."""
-
-    def __init__(self, follow: Follow) -> None:
-        super().__init__(_events(follow), content_type="text/event-stream")
-        self.follow = follow
-
-    def close(self) -> None:
-        try:
-            self.follow.close()
-        finally:
-            super().close()
 
 
 def _event(part: StreamPart, seq: int | None = None) -> str:

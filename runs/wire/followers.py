@@ -31,6 +31,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import InterfaceError, OperationalError, connection
+from django.http import StreamingHttpResponse
 from django.utils import timezone
 
 from approvals.roles import approval_is_decidable_by
@@ -52,6 +53,7 @@ __all__ = [
     "Continuation",
     "Follow",
     "FollowRefused",
+    "FollowResponse",
     "Frame",
     "FrameKind",
     "follow_open",
@@ -288,6 +290,22 @@ class Follow:
         runs, whatever the number of followers)."""
         if self.continuation is not None:
             await self.continuation(self.run_id, kind=self.kind, call=self._run)
+
+
+class FollowResponse(StreamingHttpResponse):
+    """A Server-Sent Events response of one Follow's frames as ``events`` renders them (the run events view's, the
+    UI message stream's); the Follow is given back when Django closes the response: when the client goes too, and
+    also when the stream never started (then the generator's own clean-up never runs)."""
+
+    def __init__(self, follow: Follow, events: AsyncIterator[str], **options: Any) -> None:
+        super().__init__(events, content_type="text/event-stream", **options)
+        self.follow = follow
+
+    def close(self) -> None:
+        try:
+            self.follow.close()
+        finally:
+            super().close()
 
 
 def _read_page(run_id: str, after: int) -> JournalPage:
