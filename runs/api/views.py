@@ -88,6 +88,7 @@ __all__ = [
     "RunDetailApi",
     "RunListApi",
     "RunStartApi",
+    "run_detail_json",
 ]
 
 _NOT_FOUND = error_answer("No such run, or one you may not read.")
@@ -107,6 +108,11 @@ def _run_detail(run: Run) -> RunDetail:
         legs=run_leg_list(run=run),
         effects=run_effect_list(run=run),
     )
+
+
+def run_detail_json(run: Run, request: Request) -> dict[str, Any]:
+    """A run's detail answer as ``request``'s user may see it (approval tokens only for those who may decide)."""
+    return RunDetailSerializer(_run_detail(run), context=_render_context(request)).data
 
 
 def _run_summary(run: Run) -> RunSummary:
@@ -183,7 +189,7 @@ class RunListApi(_PaginatedApi):
     def get(self, request: Request) -> Response:
         filters = validated_input(RunListFilterSerializer, request.query_params)
         runs = runs_readable_by(run_list(**filters), user=request.user)
-        runs = runs.select_related("cancelled_by").prefetch_related(*RUN_LIST_PREFETCH)
+        runs = runs.select_related("cancelled_by", "thread").prefetch_related(*RUN_LIST_PREFETCH)
         return self.paginated(request, _Presented(runs, _run_summary), RunSerializer)
 
 
@@ -208,8 +214,7 @@ class RunStartApi(_Api):
     def post(self, request: Request) -> Response:
         def started() -> IdempotentAnswer:
             run = run_start(**validated_input(RunStartInputSerializer, request.data), user=request.user)
-            detail = RunDetailSerializer(_run_detail(run), context=_render_context(request))
-            return IdempotentAnswer(status=status.HTTP_201_CREATED, body=detail.data)
+            return IdempotentAnswer(status=status.HTTP_201_CREATED, body=run_detail_json(run, request))
 
         return idempotent_response(request, scope="POST /api/runs/", answer=started)
 
@@ -250,7 +255,7 @@ class RunDetailApi(_Api):
     )
     def get(self, request: Request, run_id: str) -> Response:
         run = self.run_checked(request, run_id)
-        return Response(RunDetailSerializer(_run_detail(run), context=_render_context(request)).data)
+        return Response(run_detail_json(run, request))
 
 
 class RunCheckpointListApi(_PaginatedApi):
@@ -331,4 +336,4 @@ class RunCancelApi(_Api):
         run = run_cancel(
             run_id=run.run_id, user=request.user, **validated_input(RunCancelInputSerializer, request.data)
         )
-        return Response(RunDetailSerializer(_run_detail(run), context=_render_context(request)).data)
+        return Response(run_detail_json(run, request))
