@@ -18,11 +18,12 @@ from django.db.models import QuerySet
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from approvals.roles import approval_is_decidable_by
+from approvals.roles import NOT_DECIDABLE, approval_is_decidable_by
 from approvals.selectors import approval_pending_list, approval_run_list
 from approvals.services import approval_decide
 from runs.access import CANCEL_EVERY_RUN, VIEW_EVERY_RUN, runs_readable_by
@@ -65,6 +66,7 @@ from runs.api.schema import (
     error_answer,
     json_body_answers,
 )
+from runs.errors import RunNotFound
 from runs.models import Run
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_approvals_told, run_list_outcome, run_outcome_get
 from runs.selectors import (
@@ -112,7 +114,7 @@ def _run_detail(run: Run) -> RunDetail:
 
 def run_detail_json(run: Run, request: Request) -> dict[str, Any]:
     """A run's detail answer as ``request``'s user may see it (approval tokens only for those who may decide)."""
-    return RunDetailSerializer(_run_detail(run), context=_render_context(request)).data
+    return RunDetailSerializer(_run_detail(run), context=_render_context(request, run)).data
 
 
 def _run_summary(run: Run) -> RunSummary:
@@ -145,8 +147,8 @@ class _Presented:
         return [self.present(row) for row in self.rows[index]]
 
 
-def _render_context(request: Request) -> dict[str, Any]:
-    return {"request": request, SHOW_TOKENS: approval_is_decidable_by(user=request.user)}
+def _render_context(request: Request, run: Run | None = None) -> dict[str, Any]:
+    return {"request": request, SHOW_TOKENS: approval_is_decidable_by(user=request.user, run=run)}
 
 
 class _Api(ApiView):
@@ -163,7 +165,8 @@ class _PaginatedApi(PaginatedApiView, _Api):
     """Pages a list of runs' parts, rendered with approval tokens only for users who may decide."""
 
     def serializer_context(self, request: Request) -> dict[str, Any]:
-        return _render_context(request)
+        # A view that pages one run's parts names it (self.run_shown): its creator may decide its requests.
+        return _render_context(request, getattr(self, "run_shown", None))
 
 
 class RunListApi(_PaginatedApi):
@@ -278,7 +281,7 @@ class RunCheckpointListApi(_PaginatedApi):
     )
     def get(self, request: Request, run_id: str) -> Response:
         filters = validated_input(CheckpointListFilterSerializer, request.query_params)
-        run = self.run_checked(request, run_id)
+        run = self.run_shown = self.run_checked(request, run_id)
         checkpoints = run_checkpoint_list(run=run, **filters)
         return self.paginated(request, checkpoints, AgentCheckpointSerializer)
 
@@ -289,7 +292,8 @@ class ApprovalDecideApi(_Api):
     @extend_schema(
         operation_id="runs_approvals_decide",
         summary="Approve or deny a pending tool call",
-        description="Record a reviewer's verdict once. The token must be the request's own, signed for this run. "
+        description="Record a verdict once, as a reviewer, or as the run's creator when its agent lets its creator "
+        "decide (`approvals_decided_by` of GET /api/agents/). The token must be the request's own, signed for this run. "
         "When every request of the suspended step has a verdict, the run is queued to resume.",
         request=ApprovalDecideInputSerializer,
         parameters=[RUN_ID_PATH, APPROVAL_ID_PATH, WWW_AUTHENTICATE],
@@ -297,13 +301,20 @@ class ApprovalDecideApi(_Api):
             200: ApprovalRequestSerializer,
             400: error_answer("Field errors, or a token that does not verify for this request and run (it "
                               "authorizes nothing)."),
-            404: error_answer("No such run or approval request."),
+            404: error_answer("No such run or approval request (told only to those who may decide)."),
             409: error_answer("Decided, expired, superseded, used, or the run was cancelled."),
-        }, forbidden=f"Not a reviewer, or {CSRF_REFUSED}."),
+        }, forbidden=f"Not a reviewer, nor the run's creator when its agent lets its creator decide (whether the run "
+           f"exists or not), or {CSRF_REFUSED}."),
     )
     def post(self, request: Request, run_id: str, approval_id: str) -> Response:
+        try:
+            run = self.run_checked(request, run_id)
+        except RunNotFound:
+            if not approval_is_decidable_by(user=request.user):
+                raise PermissionDenied(NOT_DECIDABLE) from None  # as for a run that exists: ids are not probed
+            raise
         approval = approval_decide(
-            run_id=path_run_id(run_id),
+            run_id=run.run_id,
             approval_id=path_approval_id(run_id, approval_id),
             user=request.user,
             **validated_input(ApprovalDecideInputSerializer, request.data),
