@@ -30,12 +30,17 @@ def pending(run: Run) -> ApprovalRequest:
     return ApprovalRequest.objects.select_related("run").get(run=run, status=ApprovalRequest.Status.PENDING)
 
 
-def test_the_reimbursement_agent_answers_what_it_paid_from_the_first_turn(users, drain_runs):
-    owner = users["owner"]
-    thread_start(agent="reimbursement", user=owner, thread_id="t1")
-    first = turn("t1", "Reimburse exp-1042", owner, drain_runs)
+def paid_first_turn(users, drain_runs) -> None:
+    """The owner's reimbursement thread t1, its first turn's payment approved and made."""
+    thread_start(agent="reimbursement", user=users["owner"], thread_id="t1")
+    first = turn("t1", "Reimburse exp-1042", users["owner"], drain_runs)
     verdict(pending(first), user=users["reviewer"])
     drain_runs()
+
+
+def test_the_reimbursement_agent_answers_what_it_paid_from_the_first_turn(users, drain_runs):
+    owner = users["owner"]
+    paid_first_turn(users, drain_runs)
     second = turn("t1", "What did you pay?", owner, drain_runs)
     assert second.status == Run.Status.COMPLETED
     payment = SandboxPayment.objects.get()
@@ -46,12 +51,8 @@ def test_the_reimbursement_agent_answers_what_it_paid_from_the_first_turn(users,
 
 
 def test_the_reimbursement_agent_pays_another_expense_named_in_a_later_turn(users, drain_runs):
-    owner = users["owner"]
-    thread_start(agent="reimbursement", user=owner, thread_id="t1")
-    first = turn("t1", "Reimburse exp-1042", owner, drain_runs)
-    verdict(pending(first), user=users["reviewer"])
-    drain_runs()
-    second = turn("t1", "Now reimburse exp-2077", owner, drain_runs)
+    paid_first_turn(users, drain_runs)
+    second = turn("t1", "Now reimburse exp-2077", users["owner"], drain_runs)
     assert pending(second).tool_input["expense_id"] == "exp-2077"
 
 

@@ -13,19 +13,14 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def olga(db):
-    return make_user("olga")
+def owner_client(token_client, owner):
+    return token_client(owner)
 
 
 @pytest.fixture
-def olga_client(token_client, olga):
-    return token_client(olga)
-
-
-@pytest.fixture
-def thread(olga_client):
+def thread(owner_client):
     """Olga's reimbursement thread t1, no turn yet."""
-    response = olga_client.post("/api/threads/", {"agent": "reimbursement", "thread_id": "t1",
+    response = owner_client.post("/api/threads/", {"agent": "reimbursement", "thread_id": "t1",
                                                   "metadata": {"ticket": "T-9"}}, format="json")
     assert response.status_code == 201, response.content
     return response.json()
@@ -35,60 +30,60 @@ def send(client, text, thread_id="t1", **headers):
     return client.post(f"/api/threads/{thread_id}/messages/", {"content": text}, format="json", headers=headers)
 
 
-def test_a_new_thread_answers_its_shape(thread, olga):
+def test_a_new_thread_answers_its_shape(thread):
     assert set(thread) == {"thread_id", "agent", "created_by", "created_at", "updated_at", "metadata", "turns",
                            "messages"}
     assert (thread["thread_id"], thread["agent"], thread["created_by"], thread["metadata"], thread["turns"],
             thread["messages"]) == ("t1", "reimbursement", "olga", {"ticket": "T-9"}, [], [])
 
 
-def test_a_thread_id_that_exists_is_a_409(olga_client, thread):
-    response = olga_client.post("/api/threads/", {"agent": "reimbursement", "thread_id": "t1"}, format="json")
+def test_a_thread_id_that_exists_is_a_409(owner_client, thread):
+    response = owner_client.post("/api/threads/", {"agent": "reimbursement", "thread_id": "t1"}, format="json")
     assert response.status_code == 409
     assert "thread_id" in response.json()
 
 
 @pytest.mark.parametrize("body, field", [({"agent": "nobody"}, "agent"), ({"agent": "reimbursement", "thread_id": "a b"},
                                           "thread_id"), ({"agent": "reimbursement", "metadata": []}, "metadata")])
-def test_a_bad_thread_is_a_400_naming_the_field(olga_client, body, field):
-    response = olga_client.post("/api/threads/", body, format="json")
+def test_a_bad_thread_is_a_400_naming_the_field(owner_client, body, field):
+    response = owner_client.post("/api/threads/", body, format="json")
     assert response.status_code == 400
     assert field in response.json()
 
 
-def test_a_message_answers_the_new_turns_run(olga_client, thread):
-    response = send(olga_client, "Reimburse exp-1042")
+def test_a_message_answers_the_new_turns_run(owner_client, thread):
+    response = send(owner_client, "Reimburse exp-1042")
     assert response.status_code == 201, response.content
     run = response.json()
     assert (run["thread_id"], run["turn"], run["status"]) == ("t1", 1, "queued")
     assert run["input_messages"] == [{"role": "user", "content": "Reimburse exp-1042"}]
 
 
-def test_a_run_outside_a_thread_has_a_null_thread_and_turn(olga_client):
-    response = olga_client.post("/api/runs/", {"agent": "reimbursement", "messages": [
+def test_a_run_outside_a_thread_has_a_null_thread_and_turn(owner_client):
+    response = owner_client.post("/api/runs/", {"agent": "reimbursement", "messages": [
         {"role": "user", "content": "Reimburse exp-1042"}]}, format="json")
     assert (response.json()["thread_id"], response.json()["turn"]) == (None, None)
 
 
-def test_a_message_while_a_turn_is_active_is_a_409_naming_it(olga_client, thread):
-    first = send(olga_client, "Reimburse exp-1042").json()
-    response = send(olga_client, "And then?")
+def test_a_message_while_a_turn_is_active_is_a_409_naming_it(owner_client, thread):
+    first = send(owner_client, "Reimburse exp-1042").json()
+    response = send(owner_client, "And then?")
     assert response.status_code == 409
     assert response.json()["active_run_id"] == first["run_id"]
 
 
-def test_the_thread_shows_its_turns_and_the_history_so_far(olga_client, thread, drain_runs):
-    first = send(olga_client, "Reimburse exp-1042").json()
+def test_the_thread_shows_its_turns_and_the_history_so_far(owner_client, thread, drain_runs):
+    first = send(owner_client, "Reimburse exp-1042").json()
     drain_runs()  # suspended on the payment's approval, after the lookup
-    shown = olga_client.get("/api/threads/t1/").json()
+    shown = owner_client.get("/api/threads/t1/").json()
     assert [(turn["run_id"], turn["status"]) for turn in shown["turns"]] == [(first["run_id"], "suspended")]
     assert [message["role"] for message in shown["messages"]] == ["user", "assistant", "tool", "assistant"]
 
 
-def test_the_list_shows_the_latest_activity_first(olga_client, thread, drain_runs):
-    olga_client.post("/api/threads/", {"agent": "reimbursement", "thread_id": "t2"}, format="json")
-    send(olga_client, "Reimburse exp-1042", thread_id="t1")
-    listed = olga_client.get("/api/threads/").json()
+def test_the_list_shows_the_latest_activity_first(owner_client, thread, drain_runs):
+    owner_client.post("/api/threads/", {"agent": "reimbursement", "thread_id": "t2"}, format="json")
+    send(owner_client, "Reimburse exp-1042", thread_id="t1")
+    listed = owner_client.get("/api/threads/").json()
     assert [row["thread_id"] for row in listed["results"]] == ["t1", "t2"]
     assert listed["count"] == 2
 
@@ -112,21 +107,21 @@ def test_another_user_cannot_post_a_message(token_client, thread):
     assert not Run.objects.filter(thread__thread_id="t1").exists()
 
 
-def test_an_idempotency_key_replays_the_first_turn(olga_client, thread):
-    first = send(olga_client, "Reimburse exp-1042", **{"Idempotency-Key": "k1"})
-    again = send(olga_client, "Reimburse exp-1042", **{"Idempotency-Key": "k1"})
+def test_an_idempotency_key_replays_the_first_turn(owner_client, thread):
+    first = send(owner_client, "Reimburse exp-1042", **{"Idempotency-Key": "k1"})
+    again = send(owner_client, "Reimburse exp-1042", **{"Idempotency-Key": "k1"})
     assert (again.status_code, again.json()["run_id"]) == (201, first.json()["run_id"])
     assert again.headers["Idempotent-Replayed"] == "true"
     assert Run.objects.filter(thread__thread_id="t1").count() == 1
 
 
-def test_the_same_key_on_another_thread_is_not_a_replay(olga_client, thread):
-    olga_client.post("/api/threads/", {"agent": "reimbursement", "thread_id": "t2"}, format="json")
-    send(olga_client, "Reimburse exp-1042", **{"Idempotency-Key": "k1"})
-    response = send(olga_client, "Reimburse exp-1042", thread_id="t2", **{"Idempotency-Key": "k1"})
+def test_the_same_key_on_another_thread_is_not_a_replay(owner_client, thread):
+    owner_client.post("/api/threads/", {"agent": "reimbursement", "thread_id": "t2"}, format="json")
+    send(owner_client, "Reimburse exp-1042", **{"Idempotency-Key": "k1"})
+    response = send(owner_client, "Reimburse exp-1042", thread_id="t2", **{"Idempotency-Key": "k1"})
     assert response.status_code == 422
 
 
-def test_a_message_carries_no_history_of_the_clients(olga_client, thread):
-    response = olga_client.post("/api/threads/t1/messages/", {"content": "hi", "messages": []}, format="json")
+def test_a_message_carries_no_history_of_the_clients(owner_client, thread):
+    response = owner_client.post("/api/threads/t1/messages/", {"content": "hi", "messages": []}, format="json")
     assert response.status_code == 400
