@@ -3,6 +3,10 @@
   support     reads every run (runs.view_every_run) and the admin's run records; decides nothing
   reviewers   all of support, plus deciding approvals and resolving effects that need review
 
+A run's creator also decides its requests when its agent says so (AgentDefinition.approvals_decided_by "creator",
+as a chat user answers their own assistant); for an agent whose approvals reviewers decide, the creator decides only
+if a reviewer.
+
 The groups are created by migration approvals.0002_roles; approval tokens are shown only to users who
 may decide (they are bearer credentials for the call).
 """
@@ -11,11 +15,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DECIDE_APPROVALS", "REVIEWERS_GROUP", "ROLE_PERMISSIONS", "SUPPORT_GROUP", "approval_is_decidable_by"]
+from runs.agents import agent_approvals_decided_by
+
+__all__ = [
+    "DECIDE_APPROVALS", "NOT_DECIDABLE", "REVIEWERS_GROUP", "ROLE_PERMISSIONS", "SUPPORT_GROUP",
+    "approval_is_decidable_by",
+]
 
 DECIDE_APPROVALS = "approvals.decide_approvalrequest"
 SUPPORT_GROUP = "support"
 REVIEWERS_GROUP = "reviewers"
+#: Why a user may not decide a request.
+NOT_DECIDABLE = (f"Deciding this request needs the reviewer permission ({DECIDE_APPROVALS}), or being the run's "
+                 "creator when its agent lets its creator decide.")
 
 _READ = [
     "runs.view_every_run",
@@ -34,6 +46,11 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
 }
 
 
-def approval_is_decidable_by(*, user: Any) -> bool:
-    """True when ``user`` may approve or deny requests (and so may see their tokens)."""
-    return user is not None and user.is_authenticated and user.is_active and user.has_perm(DECIDE_APPROVALS)
+def approval_is_decidable_by(*, user: Any, run: Any = None) -> bool:
+    """True when ``user`` may approve or deny requests (and so may see their tokens): every run's for reviewers;
+    with ``run``, also that run's when the user created it and its agent lets its creator decide."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    if user.has_perm(DECIDE_APPROVALS):
+        return True
+    return run is not None and run.created_by_id == user.pk and agent_approvals_decided_by(run.agent) == "creator"

@@ -8,10 +8,11 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser, Group, Permission
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.roles import REVIEWERS_GROUP, ROLE_PERMISSIONS
+from approvals.roles import NOT_DECIDABLE, REVIEWERS_GROUP, ROLE_PERMISSIONS, approval_is_decidable_by
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from approvals.signals import approval_decided, approval_requested, approval_requests_changed_on_commit
 from approvals.models import ApprovalRequest
@@ -122,8 +123,9 @@ def approval_requests_mark_used(*, after: Checkpoint) -> int:
 def approval_decide(
     *, run_id: str, approval_id: str, approved: bool, token: str, reason: str = "", user: AbstractUser | None
 ) -> ApprovalRequest:
-    """Record a reviewer's verdict once. The token must verify for this request and run; the run is queued
-    for its resume leg when every request of the suspended step has a verdict."""
+    """Record a verdict once, by a ``user`` who may decide it (approvals.roles; None for the system), else
+    PermissionDenied. The token must verify for this request and run; the run is queued for its resume leg when
+    every request of the suspended step has a verdict."""
     expired = False
     with transaction.atomic():
         request = _request_locked(run_id, approval_id)
@@ -136,6 +138,8 @@ def approval_decide(
         ):
             raise ApprovalTokenInvalid()
         run = request.run
+        if user is not None and not approval_is_decidable_by(user=user, run=run):
+            raise PermissionDenied(NOT_DECIDABLE)
         if run.status == Run.Status.CANCELLED or run.cancel_requested:
             raise ApprovalNotDecidable("The run was cancelled; its requests cannot be decided.", status=request.status)
         if approval_state(request) == ApprovalRequest.Status.EXPIRED and request.status == ApprovalRequest.Status.PENDING:

@@ -1,8 +1,9 @@
-"""The sandboxes' books in the admin, read-only: what the demo provider paid and the demo shell ran."""
+"""The sandboxes' books in the admin, read-only: what the demo provider paid, the demo shell ran and the demo outbox
+sent."""
 
 from django.contrib import admin
 
-from demo.models import SandboxCommand, SandboxPayment
+from demo.models import SandboxCommand, SandboxMessage, SandboxPayment
 from runs.admin import ReadOnlyAdmin
 
 
@@ -16,4 +17,11 @@ class SandboxCommandAdmin(ReadOnlyAdmin):
 class SandboxPaymentAdmin(ReadOnlyAdmin):
     list_display = ["transaction_id", "operation_id", "fingerprint", "created_at"]
     search_fields = ["transaction_id", "operation_id"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(SandboxMessage)
+class SandboxMessageAdmin(ReadOnlyAdmin):
+    list_display = ["message_id", "to", "operation_id", "created_at"]
+    search_fields = ["message_id", "to", "operation_id"]
     date_hierarchy = "created_at"

@@ -1,11 +1,14 @@
-"""The two built-in demo agents, on ScriptedModel so the project runs with no API key.
+"""The built-in demo agents, on ScriptedModel so the project runs with no API key.
 
 Their scripts are policies: each answer is a function of the history the model is shown, so a leg that
-resumes in another process (a new ScriptedModel) continues the same conversation.
+resumes in another process (a new ScriptedModel) continues the same conversation. In a thread, the history is
+the whole conversation: a policy works on the latest user message with the tool results of the current turn, and
+answers a follow-up that asks for nothing new from the results of the earlier turns.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from datetime import UTC, datetime
@@ -15,7 +18,11 @@ from django.conf import settings
 
 from runs.agents import AgentDefinition, LegContext, db_tool
 from demo.sandbox import (
+    CONTACTS,
+    sandbox_contact,
     sandbox_expense,
+    sandbox_message_lookup,
+    sandbox_message_send,
     sandbox_pay,
     sandbox_payment_lookup,
     sandbox_shell,
@@ -26,27 +33,40 @@ from runs.runtime.mcp import mcp_server, mcp_tools
 from runs.runtime.providers import AnthropicModel, OpenAIChatModel
 from runs.runtime.testing import ScriptedModel
 
-__all__ = ["coder_agent", "files_agent", "reimbursement_agent"]
+__all__ = ["assistant_agent", "coder_agent", "files_agent", "reimbursement_agent"]
 
 _USAGE = {"input_tokens": 120, "output_tokens": 40}
 
 
-def _results(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Tool results in the history, latest per tool name."""
+def _results(request: dict[str, Any], *, whole_thread: bool = False) -> dict[str, dict[str, Any]]:
+    """Tool results of the current turn (after the latest user message), latest per tool name; with
+    ``whole_thread``, of the whole history."""
+    messages = request["messages"] if whole_thread else request["messages"][_last_user_index(request) + 1:]
     found: dict[str, dict[str, Any]] = {}
-    for message in request["messages"]:
+    for message in messages:
         if message["role"] == "tool":
             for part in message["content"]:
                 found[part["tool_name"]] = part
     return found
 
 
-def _first_user_text(request: dict[str, Any]) -> str:
-    for message in request["messages"]:
-        if message["role"] == "user":
-            content = message["content"]
-            return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
-    return ""
+def _last_user_index(request: dict[str, Any]) -> int:
+    users = [index for index, message in enumerate(request["messages"]) if message["role"] == "user"]
+    return users[-1] if users else -1
+
+
+def _last_user_text(request: dict[str, Any]) -> str:
+    """The latest user message's text: what the current turn asks."""
+    index = _last_user_index(request)
+    if index < 0:
+        return ""
+    content = request["messages"][index]["content"]
+    return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+
+
+def _is_follow_up(request: dict[str, Any]) -> bool:
+    """The history holds an earlier turn (a user message before the latest)."""
+    return sum(message["role"] == "user" for message in request["messages"]) > 1
 
 
 def _say(text: str, *calls: dict[str, Any]) -> dict[str, Any]:
@@ -87,8 +107,10 @@ def _scripted(policy, steps: int) -> Any:
 
 
 def _reimbursement_policy(request: dict[str, Any]) -> dict[str, Any]:
+    match = re.search(r"exp-\d+", _last_user_text(request))
+    if match is None and _is_follow_up(request):
+        return _reimbursement_recall(request)
     results = _results(request)
-    match = re.search(r"exp-\d+", _first_user_text(request))
     expense_id = match.group(0) if match else "exp-1042"
     lookup = results.get("lookup_expense")
     if lookup is None:
@@ -118,6 +140,25 @@ def _reimbursement_policy(request: dict[str, Any]) -> dict[str, Any]:
         f"Paid {receipt['amount']} {receipt['currency']} to {receipt['recipient']}; "
         f"transaction {receipt['transaction_id']}."
     )
+
+
+def _reimbursement_recall(request: dict[str, Any]) -> dict[str, Any]:
+    """A follow-up that names no expense: what the earlier turns looked up and paid, from their tool results."""
+    earlier = _results(request, whole_thread=True)
+    payment, lookup = earlier.get("pay_expense"), earlier.get("lookup_expense")
+    if payment is not None and not payment["is_error"]:
+        receipt = payment["output"]
+        return _say(
+            f"Earlier in this conversation I paid {receipt['amount']} {receipt['currency']} to {receipt['recipient']} "
+            f"for expense {receipt['expense_id']}, transaction {receipt['transaction_id']}. I have paid nothing since."
+        )
+    if payment is not None:
+        return _say(f"I have paid nothing: the payment was not made ({payment['output']}).")
+    if lookup is not None and not lookup["is_error"]:
+        expense = lookup["output"]
+        return _say(f"I looked up expense {expense['expense_id']} ({expense['amount']} {expense['currency']} for "
+                    f"{expense['employee']}) but have paid nothing.")
+    return _say("I have paid nothing in this conversation. Name an expense to reimburse, e.g. exp-1042.")
 
 
 def _when(ms: Any) -> str:
@@ -212,8 +253,12 @@ def reimbursement_agent(*, leg: LegContext | None = None) -> AgentDefinition:
 
 def _lead_policy(request: dict[str, Any]) -> dict[str, Any]:
     report = _results(request).get("coder")
+    earlier = _results(request, whole_thread=True).get("coder")
+    task = _last_user_text(request)
+    if report is None and earlier is not None and not re.search(r"\b(fix|run|test)", task, re.IGNORECASE):
+        return _say(f"Earlier in this conversation the coder reported: {earlier['output']}")
     if report is None:
-        task = _first_user_text(request) or "Fix the failing test."
+        task = task or "Fix the failing test."
         return _say("I will hand this to the coder.", _call("coder", prompt=task))
     if report["is_error"]:
         return _say(f"The coder could not finish: {report['output']}")
@@ -288,6 +333,9 @@ def _files_folder() -> str:
 def _files_policy(folder: str):
     def policy(request: dict[str, Any]) -> dict[str, Any]:
         results = _results(request)
+        written_before = _results(request, whole_thread=True).get("write_file")
+        if not results and written_before is not None and not written_before["is_error"]:
+            return _say(f"Earlier in this conversation I wrote {_FILES_SUMMARY}: {written_before['output']}")
         listing = results.get("list_directory")
         if listing is None:
             return _say("Let me see what is in the sandbox folder.", _call("list_directory", path=folder))
@@ -329,3 +377,108 @@ def files_agent(*, leg: LegContext | None = None) -> AgentDefinition:
         tools={"filesystem": mcp_tools(server, include=["list_directory", "read_text_file", "write_file"])},
     )
 
+
+
+# -------------------------------------------------------------------- assistant: a chat agent its user directs
+
+_ASKING = r"^\s*(please\s+)?(tell|message|write to|write|send|email|ask)\s+"
+
+
+def _contact_named(text: str) -> str | None:
+    """The first contact of the book the text names, by first name."""
+    for word in re.findall(r"[A-Za-z]+", text):
+        if word.lower() in CONTACTS:
+            return word.lower()
+    return None
+
+
+def _message_body(text: str, first_name: str) -> str:
+    """What to send: the text after a colon, or the request without its "tell Ada (Lovelace) (that)" opening."""
+    if ":" in text:
+        return text.split(":", 1)[1].strip() or text.strip()
+    names = [re.escape(CONTACTS[first_name]["name"]), re.escape(first_name)] if first_name in CONTACTS else [r"\w+"]
+    body = re.sub(_ASKING + f"({'|'.join(names)})" + r"\s*(that\s+)?", "", text.strip(), flags=re.IGNORECASE)
+    return (body[:1].upper() + body[1:]) if body else text.strip()
+
+
+def _assistant_policy(request: dict[str, Any]) -> dict[str, Any]:
+    text = _last_user_text(request)
+    results = _results(request)
+    first_name = _contact_named(text)
+    if not results and first_name is None:
+        sent = [part["output"] for message in request["messages"] if message["role"] == "tool"
+                for part in message["content"] if part["tool_name"] == "send_message" and not part["is_error"]]
+        if sent:
+            listed = "; ".join(f"to {receipt['to']}: \"{receipt['body']}\" ({receipt['message_id']})" for receipt in sent)
+            return _say(f"In this conversation I sent {len(sent)} message(s): {listed}.")
+        known = ", ".join(contact["name"] for contact in CONTACTS.values())
+        return _say(f"Whom should I write to, and what? I know {known}. Say, e.g., \"Tell Ada the build is green\".")
+    lookup = results.get("find_contact")
+    if lookup is None:
+        return _say(f"Let me look {first_name.capitalize()} up.", _call("find_contact", name=first_name))
+    if lookup["is_error"]:
+        return _say(f"I could not find that contact: {lookup['output']}")
+    contact = lookup["output"]
+    sent = results.get("send_message")
+    if sent is None:
+        body = _message_body(text, first_name or "")
+        return _say(
+            f"{contact['name']} is {contact['email']}. May I send them: \"{body}\"? Approve to send it, deny to stop.",
+            _call("send_message", to=contact["email"], body=body),
+        )
+    if sent["is_error"]:
+        return _say(f"I did not send the message to {contact['name']}: {sent['output']}")
+    return _say(f"Sent to {contact['name']} ({sent['output']['message_id']}).")
+
+
+def _find_contact(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    contact = sandbox_contact(str(tool_input.get("name", "")))
+    if contact is None:
+        raise LookupError(f"No contact {tool_input.get('name')!r} in the address book.")
+    return contact
+
+
+def _send_message(tool_input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    return sandbox_message_send(operation_id=ctx.effect.operation_id, to=str(tool_input.get("to", "")),
+                                body=str(tool_input.get("body", "")))
+
+
+def _message_key(tool_input: dict[str, Any]) -> str:
+    """The business operation of a message: this text to this address, sent once whichever run asks."""
+    digest = hashlib.sha256(str(tool_input.get("body", "")).encode()).hexdigest()[:16]
+    return f"{tool_input.get('to', '')}:{digest}"
+
+
+def _message_reconcile(call: EffectCall) -> dict[str, Any] | None:
+    return sandbox_message_lookup(operation_id=call.operation_id)
+
+
+MESSAGE_EFFECT = Effect(reconcile=db_tool(_message_reconcile), operation_key=_message_key)
+
+
+def assistant_agent(*, leg: LegContext | None = None) -> AgentDefinition:
+    """A chat assistant that looks a contact up and asks its own user before it sends them a message (through a
+    sandboxed, ledgered outbox): its approvals are decided by the run's creator."""
+    return AgentDefinition(
+        name="assistant",
+        description="Looks up a contact and sends them a message; asks you (its user) before sending.",
+        system="You help your user keep in touch. Look the contact up, then send the message they asked for.",
+        max_steps=6,
+        approvals_decided_by="creator",
+        model=_scripted(_assistant_policy, 6),
+        tools={
+            "find_contact": tool(
+                description="Find a contact in the address book by name.",
+                input_schema={"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+                execute=db_tool(_find_contact),
+            ),
+            "send_message": tool(
+                description="Send a message to an address. Needs its user's approval.",
+                input_schema={"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+                              "required": ["to", "body"]},
+                execute=db_tool(_send_message),
+                needs_approval=True,
+                effect=MESSAGE_EFFECT,
+            ),
+        },
+    )

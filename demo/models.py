@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-__all__ = ["SandboxCommand", "SandboxExpense", "SandboxPayment"]
+__all__ = ["SandboxCommand", "SandboxExpense", "SandboxMessage", "SandboxPayment"]
 
 
 class SandboxExpense(models.Model):
@@ -70,3 +70,24 @@ class SandboxCommand(models.Model):
     def result(self) -> dict:
         return {"command": self.command, "exit_code": self.exit_code, "output": self.output,
                 "operation_id": self.operation_id}
+
+
+class SandboxMessage(models.Model):
+    """The demo mail sandbox's outbox (outside the agent's ledger): one row per message the assistant agent sent,
+    per operation id, so a repeat of the same operation sends nothing twice; nothing leaves the machine."""
+
+    operation_id = models.CharField(max_length=500, unique=True)
+    to = models.CharField(max_length=200)
+    body = models.TextField()
+    message_id = models.CharField(max_length=40)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} to {self.to}"
+
+    def receipt(self) -> dict:
+        return {"message_id": self.message_id, "operation_id": self.operation_id, "to": self.to, "body": self.body,
+                "status": "sent"}

@@ -1,4 +1,5 @@
-"""Sandboxes the demo agents act on: a payment provider and a shell, never the real things.
+"""Sandboxes the demo agents act on: a payment provider, a shell, a contact book and an outbox, never the real
+things.
 
 Both keep their own books (SandboxPayment, SandboxCommand), outside the agent's effect ledger, so crash tests
 can check what really happened. ``DEUZ_SANDBOX_PAYMENTS`` (comma-separated) makes the provider misbehave, per
@@ -15,13 +16,17 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from demo.models import SandboxCommand, SandboxExpense, SandboxPayment
+from demo.models import SandboxCommand, SandboxExpense, SandboxMessage, SandboxPayment
 
 __all__ = [
+    "CONTACTS",
     "EXPENSES",
     "SandboxTimeout",
     "SandboxUnavailable",
+    "sandbox_contact",
     "sandbox_expense",
+    "sandbox_message_lookup",
+    "sandbox_message_send",
     "sandbox_pay",
     "sandbox_payment_lookup",
     "sandbox_shell",
@@ -117,3 +122,35 @@ def sandbox_shell_lookup(*, operation_id: str) -> dict[str, Any] | None:
     if ran is None:
         return None
     return {"command": ran.command, "exit_code": ran.exit_code, "output": ran.output}
+
+
+#: The assistant agent's contact book, by first name in lower case.
+CONTACTS = {
+    "ada": {"name": "Ada Lovelace", "email": "ada@example.test"},
+    "grace": {"name": "Grace Hopper", "email": "grace@example.test"},
+    "alan": {"name": "Alan Turing", "email": "alan@example.test"},
+}
+
+
+def sandbox_contact(name: str) -> dict[str, Any] | None:
+    """A contact by first or full name (any case), or None."""
+    wanted = name.strip().lower()
+    for key, contact in CONTACTS.items():
+        if wanted in (key, contact["name"].lower()):
+            return dict(contact)
+    return None
+
+
+def sandbox_message_send(*, operation_id: str, to: str, body: str) -> dict[str, Any]:
+    """Send once per operation id (into the sandbox's outbox): a repeat returns the first receipt."""
+    message, _ = SandboxMessage.objects.get_or_create(
+        operation_id=operation_id,
+        defaults={"to": to, "body": body, "message_id": f"msg-{hashlib.sha256(operation_id.encode()).hexdigest()[:10]}"},
+    )
+    return message.receipt()
+
+
+def sandbox_message_lookup(*, operation_id: str) -> dict[str, Any] | None:
+    """The outbox's record of an operation (what reconciliation reads), or None when nothing was sent."""
+    message = SandboxMessage.objects.filter(operation_id=operation_id).first()
+    return message.receipt() if message else None

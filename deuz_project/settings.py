@@ -158,6 +158,7 @@ DEUZ_AGENTS = {
     "reimbursement": "demo.agents.reimbursement_agent",
     "coder": "demo.agents.coder_agent",
     "files": "demo.agents.files_agent",
+    "assistant": "demo.agents.assistant_agent",
     **env_agents("DEUZ_AGENTS"),
 }
 

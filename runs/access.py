@@ -7,6 +7,9 @@
 
 Deciding approvals is the approvals app's permission (approvals.roles). A user who may not read a run is
 told it does not exist (404), so run ids cannot be probed.
+
+Threads follow the same rules: their creator reads and writes them (adds turns), runs.view_every_run reads every
+thread, and nobody else learns that one exists.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ __all__ = [
     "run_is_cancellable_by",
     "run_is_readable_by",
     "runs_readable_by",
+    "thread_is_readable_by",
+    "thread_is_writable_by",
+    "threads_readable_by",
 ]
 
 VIEW_EVERY_RUN = "runs.view_every_run"
@@ -53,3 +59,17 @@ def run_is_cancellable_by(run: Any, *, user: Any) -> bool:
 
 def effect_is_resolvable_by(*, user: Any) -> bool:
     return _is_signed_in(user) and user.has_perm(RESOLVE_EFFECTS)
+
+
+def threads_readable_by(threads: QuerySet, *, user: Any) -> QuerySet:
+    """``threads`` narrowed to those ``user`` may read: as for runs."""
+    return runs_readable_by(threads, user=user)
+
+
+def thread_is_readable_by(thread: Any, *, user: Any) -> bool:
+    return run_is_readable_by(thread, user=user)
+
+
+def thread_is_writable_by(thread: Any, *, user: Any) -> bool:
+    """Only the thread's creator adds messages to it (support and reviewers read it)."""
+    return _is_signed_in(user) and thread.created_by_id == user.pk

@@ -18,7 +18,7 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
 from approvals.roles import approval_is_decidable_by
-from runs.access import effect_is_resolvable_by
+from runs.access import VIEW_EVERY_RUN, effect_is_resolvable_by
 from runs.agents import agent_names
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError
 from runs.models import (
@@ -31,6 +31,7 @@ from runs.models import (
     Leg,
     Run,
     RunMessage,
+    Thread,
 )
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_list_outcome
 from runs.runtime.codec import encode_value
@@ -142,15 +143,15 @@ class EffectInline(ReadOnlyInline):
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = [
-        "run_id", "agent", "status", "outcome", "created_by", "step_index", "total_tokens", "owner_epoch",
-        "worker_id", "created_at",
+        "run_id", "agent", "status", "outcome", "created_by", "thread", "turn", "step_index", "total_tokens",
+        "owner_epoch", "worker_id", "created_at",
     ]
     list_filter = ["status", "agent", "cancel_requested"]
-    search_fields = ["run_id", "created_by__username"]
+    search_fields = ["run_id", "created_by__username", "thread__thread_id"]
     date_hierarchy = "created_at"
-    list_select_related = ["created_by", "cancelled_by"]
+    list_select_related = ["created_by", "cancelled_by", "thread"]
     fields = [
-        "run_id", "agent", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
+        "run_id", "agent", "thread", "turn", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
         "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "cancel_reason", "retry_at",
         "retry_attempt", "retry_limit", "metadata", "created_by", "created_at", "updated_at", "trace_context",
     ]
@@ -192,6 +193,31 @@ class RunAdmin(ReadOnlyAdmin):
                 succeeded += 1
         if succeeded:
             self.message_user(request, f"{succeeded} run(s) {done}.", messages.SUCCESS)
+
+
+class TurnInline(ReadOnlyInline):
+    model = Run
+    fk_name = "thread"
+    verbose_name, verbose_name_plural = "turn", "turns"
+    fields = readonly_fields = ["turn", "run_id", "status", "created_at"]
+    ordering = ["turn"]
+
+
+@admin.register(Thread)
+class ThreadAdmin(ReadOnlyAdmin):
+    """Conversations, read-only like runs: their turns are runs (runs.services.threads adds them)."""
+
+    list_display = ["thread_id", "agent", "created_by", "created_at", "updated_at"]
+    list_filter = ["agent"]
+    search_fields = ["thread_id", "created_by__username"]
+    date_hierarchy = "updated_at"
+    list_select_related = ["created_by"]
+    fields = ["thread_id", "agent", "created_by", "metadata", "created_at", "updated_at"]
+    inlines = [TurnInline]
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Whoever reads every run reads every thread (support, reviewers), as in the API.
+        return request.user.has_perm(VIEW_EVERY_RUN) or super().has_view_permission(request, obj)
 
 
 @admin.register(Checkpoint)

@@ -7,6 +7,9 @@ ServiceError
   UnknownAgent
   RunNotResumable
     EffectNotResolvable
+  ThreadNotFound
+  ThreadAlreadyExists
+  ThreadTurnActive
   IdempotencyKeyError
     IdempotencyKeyInvalid
     IdempotencyKeyReused
@@ -32,6 +35,9 @@ __all__ = [
     "SealedDataError",
     "ServiceError",
     "StaleOwnerError",
+    "ThreadAlreadyExists",
+    "ThreadNotFound",
+    "ThreadTurnActive",
     "UnknownAgent",
 ]
 
@@ -102,3 +108,28 @@ class IdempotencyKeyReused(IdempotencyKeyError):
 
 class IdempotencyKeyInFlight(IdempotencyKeyError):
     """The first request with this key is still being answered (409); repeat it later for its answer."""
+
+
+class ThreadNotFound(ServiceError):
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"No thread {thread_id!r}.")
+        self.thread_id = thread_id
+
+
+class ThreadAlreadyExists(ServiceError):
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"A thread {thread_id!r} exists already.")
+        self.thread_id = thread_id
+
+
+class ThreadTurnActive(ServiceError):
+    """A thread takes a new message only once its last turn has ended (completed, failed or cancelled) (409)."""
+
+    def __init__(self, thread_id: str, active_run_id: str, status: str) -> None:
+        super().__init__(
+            f"Thread {thread_id!r} has a turn in progress ({active_run_id!r} is {status}); send the next message "
+            "when it has ended."
+        )
+        self.thread_id = thread_id
+        self.active_run_id = active_run_id
+        self.status = status

@@ -22,6 +22,7 @@ __all__ = [
     "RUN_ID_VALIDATOR",
     "Run",
     "RunMessage",
+    "Thread",
 ]
 
 RUN_ID_VALIDATOR = RegexValidator(
@@ -67,6 +68,28 @@ class NulSafeJSONField(models.JSONField):
 
 def _empty_usage() -> dict:
     return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+
+class Thread(models.Model):
+    """A conversation with one agent: a sequence of turns, each a Run (``Run.thread``, ``Run.turn``) whose history
+    is the previous turn's final history plus one new user message (runs.services.threads)."""
+
+    thread_id = models.CharField(max_length=200, unique=True, validators=[RUN_ID_VALIDATOR])
+    agent = models.CharField(max_length=100, db_index=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="threads"
+    )
+    metadata = NulSafeJSONField(
+        default=dict, blank=True, help_text="The client's own JSON object (at most 16 KB), returned as given.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True, help_text="When its last turn was added.")
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} ({self.agent})"
 
 
 class Run(models.Model):
@@ -136,12 +159,20 @@ class Run(models.Model):
         max_length=55, null=True, blank=True, help_text="W3C traceparent of the run's trace (empty untraced).",
     )
     pruned_receipt = models.TextField(blank=True)
+    # Conversations: a run that is a turn of a thread, numbered from 1 (both empty outside a thread).
+    thread = models.ForeignKey(
+        Thread, null=True, blank=True, on_delete=models.PROTECT, related_name="turns",
+        help_text="The thread this run is a turn of (empty outside a thread).",
+    )
+    turn = models.PositiveIntegerField(null=True, blank=True, help_text="Its turn in the thread: 1 for the first.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["status", "lease_expires_at"], name="run_claimable")]
+        # One run per turn of a thread, whatever two concurrent posts do (the service also locks the thread).
+        constraints = [models.UniqueConstraint(fields=["thread", "turn"], name="run_thread_turn_unique")]
         # The roles of runs.access: support and reviewers read every run; nobody but a run's creator (and
         # superusers) cancels it unless granted cancel_every_run; reviewers resolve effects needing review.
         permissions = [

@@ -9,10 +9,10 @@ from typing import Any
 from django.db.models import QuerySet
 from django.db.models.fields.json import KeyTransform
 
-from runs.errors import RunNotFound
-from runs.models import Checkpoint, Effect, EffectStopSwitch, EffectTransition, Leg, Run
+from runs.errors import RunNotFound, ThreadNotFound
+from runs.models import Checkpoint, Effect, EffectStopSwitch, EffectTransition, Leg, Run, Thread
 from runs.runtime.codec import decode_value
-from runs.runtime.types import AgentCheckpoint
+from runs.runtime.types import AgentCheckpoint, Message
 from runs.stores import get_store
 
 __all__ = [
@@ -30,12 +30,18 @@ __all__ = [
     "run_latest_messages",
     "run_leg_list",
     "run_list",
+    "thread_get",
+    "thread_history",
+    "thread_latest_turn",
+    "thread_list",
+    "thread_messages",
+    "thread_turn_list",
 ]
 
 
 def run_get(*, run_id: str) -> Run:
     try:
-        return Run.objects.select_related("created_by", "cancelled_by").get(run_id=run_id)
+        return Run.objects.select_related("created_by", "cancelled_by", "thread").get(run_id=run_id)
     except Run.DoesNotExist:
         raise RunNotFound(run_id) from None
 
@@ -126,3 +132,72 @@ def effect_transition_list(*, effect: Effect) -> list[EffectTransition]:
 def effects_stop_list() -> QuerySet[EffectStopSwitch]:
     """The stop switches that are on: the global one first (its agent is blank)."""
     return EffectStopSwitch.objects.filter(is_on=True).select_related("changed_by").order_by("agent")
+
+
+# --------------------------------------------------------------------------- threads
+
+
+def thread_get(*, thread_id: str) -> Thread:
+    try:
+        return Thread.objects.select_related("created_by").get(thread_id=thread_id)
+    except Thread.DoesNotExist:
+        raise ThreadNotFound(thread_id) from None
+
+
+def thread_list() -> QuerySet[Thread]:
+    """Threads, latest activity (their last turn added) first."""
+    return Thread.objects.select_related("created_by").order_by("-updated_at", "-id")
+
+
+def thread_turn_list(*, thread: Thread) -> QuerySet[Run]:
+    """The thread's turns, first first."""
+    return thread.turns.order_by("turn")
+
+
+def thread_latest_turn(*, thread: Thread) -> Run | None:
+    return thread.turns.order_by("-turn").first()
+
+
+def thread_messages(*, thread: Thread) -> list[Message]:
+    """The conversation so far: its latest turn's latest messages (none before its first turn)."""
+    latest = thread_latest_turn(thread=thread)
+    return [] if latest is None else run_latest_messages(run=latest)
+
+
+def thread_history(*, thread: Thread) -> list[Message]:
+    """What the thread's next turn starts from: its latest turn's latest messages (its last checkpoint's, or the
+    messages it started from when it has none), with every tool call no result answers settled as an ``is_error``
+    result, so that a provider is never sent an unanswered call (a turn cancelled or failed mid-step leaves some)."""
+    latest = thread_latest_turn(thread=thread)
+    if latest is None:
+        return []
+    return _open_calls_settled(run_latest_messages(run=latest), status=latest.status)
+
+
+def _open_calls_settled(messages: list[Message], *, status: str) -> list[Message]:
+    """``messages`` with an ``is_error`` tool result for each call that no tool message right after its assistant
+    message answers."""
+    answered = {
+        part.get("tool_call_id")
+        for message in messages if message["role"] == "tool" and isinstance(message["content"], list)
+        for part in message["content"] if part.get("type") == "tool_result"
+    }
+    settled: list[Message] = []
+    unanswered: list[dict[str, Any]] = []  # results owed by the assistant message just passed
+    for message in messages:
+        if unanswered:
+            if message["role"] == "tool" and isinstance(message["content"], list):
+                message = {**message, "content": [*message["content"], *unanswered]}
+            else:
+                settled.append({"role": "tool", "content": unanswered})
+            unanswered = []
+        settled.append(message)
+        if message["role"] == "assistant" and not isinstance(message["content"], str):
+            unanswered = [{
+                "type": "tool_result", "tool_call_id": part["tool_call_id"], "tool_name": part["tool_name"],
+                "output": f"No result: the turn was {status} before this call was answered.", "is_error": True,
+            } for part in message["content"]
+                if part.get("type") == "tool_call" and part.get("tool_call_id") not in answered]
+    if unanswered:
+        settled.append({"role": "tool", "content": unanswered})
+    return settled

@@ -29,6 +29,7 @@ __all__ = [
     "agent_get",
     "agent_list",
     "agent_names",
+    "agent_approvals_decided_by",
     "db_tool",
 ]
 
@@ -136,6 +137,15 @@ def agent_describe(name: str) -> dict[str, Any]:
         "approvals_decided_by": definition.approvals_decided_by,
         "tools": [_tool_description(tool_name, tool) for tool_name, tool in sorted(definition.tools.items())],
     }
+
+
+def agent_approvals_decided_by(name: str) -> str:
+    """Who decides the approvals of ``name``'s runs (APPROVALS_DECIDED_BY); reviewers, the safe side, when the agent
+    is unknown or cannot be built."""
+    try:
+        return agent_build(name).approvals_decided_by
+    except Exception:
+        return "reviewers"
 
 
 def agent_list() -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """The API's one EXCEPTION_HANDLER: domain errors of the runs and approvals services become JSON answers.
 
-  RunNotFound, ApprovalNotFound               404
-  RunAlreadyExists                            409
+  RunNotFound, ApprovalNotFound, ThreadNotFound   404
+  RunAlreadyExists                            409, field error on "run_id"
+  ThreadAlreadyExists                         409, field error on "thread_id"
+  ThreadTurnActive                            409 with "active_run_id"
   UnknownAgent                                400, field error on "agent"
   RunNotResumable, ApprovalNotDecidable       409
   IdempotencyKeyInvalid                       400, field error on "Idempotency-Key" (the header)
@@ -40,6 +42,9 @@ from runs.errors import (
     RunAlreadyExists,
     RunNotFound,
     RunNotResumable,
+    ThreadAlreadyExists,
+    ThreadNotFound,
+    ThreadTurnActive,
     UnknownAgent,
 )
 
@@ -48,7 +53,7 @@ __all__ = ["api_exception_handler"]
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """The JSON answer for ``exc``, or None to let it become a 500."""
-    if isinstance(exc, (RunNotFound, ApprovalNotFound)):
+    if isinstance(exc, (RunNotFound, ApprovalNotFound, ThreadNotFound)):
         return _error(status.HTTP_404_NOT_FOUND, str(exc))
     if isinstance(exc, UnknownAgent):
         # The name is not echoed: it is client input of any length; the known names are what helps.
@@ -56,6 +61,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return _error(status.HTTP_400_BAD_REQUEST, message, agent=[message])
     if isinstance(exc, RunAlreadyExists):
         return _error(status.HTTP_409_CONFLICT, str(exc), run_id=[str(exc)])
+    if isinstance(exc, ThreadAlreadyExists):
+        return _error(status.HTTP_409_CONFLICT, str(exc), thread_id=[str(exc)])
+    if isinstance(exc, ThreadTurnActive):
+        return _error(status.HTTP_409_CONFLICT, str(exc), active_run_id=exc.active_run_id)
     if isinstance(exc, (RunNotResumable, IdempotencyKeyInFlight)):
         return _error(status.HTTP_409_CONFLICT, str(exc))
     if isinstance(exc, IdempotencyKeyInvalid):

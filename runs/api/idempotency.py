@@ -4,6 +4,7 @@ header's description for the OpenAPI document. Any POST view can use it (threads
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
@@ -47,13 +48,17 @@ IDEMPOTENCY_KEY_REUSED = error_answer("The Idempotency-Key was sent before with 
 IDEMPOTENCY_KEY_IN_FLIGHT = "the first request with this Idempotency-Key is still being answered"
 
 
-def idempotent_response(request: Request, *, scope: str, answer: Callable[[], IdempotentAnswer]) -> Response:
-    """``answer()`` as a Response, once per Idempotency-Key when the request has one (every time otherwise)."""
+def idempotent_response(
+    request: Request, *, scope: str, answer: Callable[[], IdempotentAnswer], body: Any = None,
+) -> Response:
+    """``answer()`` as a Response, once per Idempotency-Key when the request has one (every time otherwise).
+    ``body`` is what makes two requests the same, when more than the request's body does (a path's id)."""
     key = request.headers.get(HEADER)
     if key is None:
         given = answer()
     else:
-        given = idempotent_answer(user=request.user, key=key, scope=scope, body=request.data, answer=answer)
+        given = idempotent_answer(user=request.user, key=key, scope=scope,
+                                  body=request.data if body is None else body, answer=answer)
     response = Response(given.body, status=given.status)
     if given.is_replay:
         response[REPLAYED_HEADER] = "true"

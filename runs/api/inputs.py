@@ -19,8 +19,14 @@ from rest_framework.fields import empty
 
 from approvals.errors import ApprovalNotFound
 from runs.agents import agent_names
-from runs.api.messages import MAX_MESSAGES, ClosedSerializer, MessageInputSerializer, StrictCharField
-from runs.errors import EffectNotFound, RunNotFound
+from runs.api.messages import (
+    MAX_MESSAGES,
+    ClosedSerializer,
+    MessageContentField,
+    MessageInputSerializer,
+    StrictCharField,
+)
+from runs.errors import EffectNotFound, RunNotFound, ThreadNotFound
 from runs.models import RUN_ID_VALIDATOR, Run
 
 __all__ = [
@@ -36,9 +42,12 @@ __all__ = [
     "RunCancelInputSerializer",
     "RunListFilterSerializer",
     "RunStartInputSerializer",
+    "ThreadMessageInputSerializer",
+    "ThreadStartInputSerializer",
     "path_approval_id",
     "path_operation_id",
     "path_run_id",
+    "path_thread_id",
 ]
 
 MAX_ID_CHARS = 200
@@ -114,6 +123,20 @@ class MetadataField(serializers.JSONField):
         return data
 
 
+def _id_field(kind: str) -> StrictCharField:
+    """A client-minted id of a run or thread: optional, the charset of run ids."""
+    return StrictCharField(
+        required=False,
+        allow_null=True,
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        trim_whitespace=False,
+        validators=[RUN_ID_VALIDATOR],
+        help_text=f"The {kind}'s id: 1-200 characters of letters, digits, '.', '_', ':' and '-'; minted by the "
+        "server when absent.",
+    )
+
+
 #: A start body has no webhook of its own: webhooks are subscriptions, notified of every run their owner may read.
 WEBHOOK_IN_START_BODY = (
     "A run takes no webhook: subscribe once with POST /api/webhooks/ {\"url\", \"events\"}, and every run you may "
@@ -133,15 +156,7 @@ class RunStartInputSerializer(ClosedSerializer):
         help_text=f"1-{MAX_MESSAGES} messages the run starts from. Clients write user, system and assistant text; "
         "tool calls and tool results come from the run itself and are refused.",
     )
-    run_id = StrictCharField(
-        required=False,
-        allow_null=True,
-        min_length=1,
-        max_length=MAX_ID_CHARS,
-        trim_whitespace=False,
-        validators=[RUN_ID_VALIDATOR],
-        help_text="1-200 characters of letters, digits, '.', '_', ':' and '-'; minted by the server when absent.",
-    )
+    run_id = _id_field("run")
     metadata = MetadataField(
         required=False,
         help_text=f"Your own JSON object, at most {MAX_METADATA_BYTES} bytes as compact JSON: kept with the run, "
@@ -152,6 +167,26 @@ class RunStartInputSerializer(ClosedSerializer):
         if isinstance(data, dict) and "webhook" in data:
             raise serializers.ValidationError({"webhook": [WEBHOOK_IN_START_BODY]})
         return super().to_internal_value(data)
+
+
+class ThreadStartInputSerializer(ClosedSerializer):
+    """A new thread: its agent, and optionally its id and metadata. Its turns come with its messages."""
+
+    agent = AgentField(help_text="A registered agent's name: every turn of the thread runs it.")
+    thread_id = _id_field("thread")
+    metadata = MetadataField(
+        required=False,
+        help_text=f"Your own JSON object, at most {MAX_METADATA_BYTES} bytes as compact JSON: kept with the thread, "
+        "returned as given.",
+    )
+
+
+class ThreadMessageInputSerializer(ClosedSerializer):
+    """The next user message of a thread; the history is the thread's own, never the client's."""
+
+    content = MessageContentField(
+        help_text="The user's message: a string, or a list of text parts: [{\"type\": \"text\", \"text\": ...}].")
+    run_id = _id_field("new turn's run")
 
 
 class RunListFilterSerializer(serializers.Serializer):
@@ -221,6 +256,13 @@ def path_run_id(value: str) -> str:
     """The run id of a URL, or RunNotFound."""
     if not RUN_ID_VALIDATOR.regex.fullmatch(value):
         raise RunNotFound(value[:200])
+    return value
+
+
+def path_thread_id(value: str) -> str:
+    """The thread id of a URL, or ThreadNotFound."""
+    if not RUN_ID_VALIDATOR.regex.fullmatch(value):
+        raise ThreadNotFound(value[:200])
     return value
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
-from runs.models import Effect, Leg, Run
+from runs.models import Effect, Leg, Run, Thread
 from runs.presenters.outcome import OUTCOME_KINDS, Outcome
 from runs.runtime.codec import encode_value
 from runs.runtime.usage import normalize_usage
@@ -33,6 +33,9 @@ __all__ = [
     "RunSerializer",
     "RunSummary",
     "SHOW_TOKENS",
+    "ThreadDetail",
+    "ThreadDetailSerializer",
+    "ThreadSerializer",
     "ToolApprovalRequestSerializer",
 ]
 
@@ -207,12 +210,16 @@ class RunSerializer(serializers.ModelSerializer):
     outcome = RunOutcomeSerializer(read_only=True)
     approvals = RunApprovalSerializer(many=True, read_only=True, help_text="Every request of the run, oldest first.")
     metadata = serializers.DictField(help_text="The JSON object the run was started with ({} when none), as given.")
+    thread_id = serializers.CharField(source="thread.thread_id", allow_null=True,
+                                      help_text="The thread the run is a turn of; null outside a thread.")
+    turn = serializers.IntegerField(allow_null=True, help_text="Its turn in the thread (1 for the first); null "
+                                    "outside a thread.")
 
     class Meta:
         model = Run
         fields = ["run_id", "agent", "status", "status_display", "step_index", "usage", "finish_reason", "error",
                   "cancel_requested", "owner_epoch", "created_at", "updated_at", "retry_at", "retry_attempt",
-                  "retry_limit", "outcome", "approvals", "metadata"]
+                  "retry_limit", "outcome", "approvals", "metadata", "thread_id", "turn"]
         read_only_fields = fields
 
 
@@ -228,6 +235,57 @@ class RunDetailSerializer(RunSerializer):
 
     class Meta(RunSerializer.Meta):
         fields = [*RunSerializer.Meta.fields, "created_by", "input_messages", "pending_approvals", "legs", "effects"]
+        read_only_fields = fields
+
+
+# --------------------------------------------------------------------------- threads
+
+
+@dataclass(frozen=True)
+class ThreadDetail:
+    """A thread with its turns and the conversation so far, read by the view."""
+
+    thread: Thread
+    turns: Sequence[Run]
+    messages: list[dict[str, Any]]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "thread":
+            raise AttributeError(name)
+        return getattr(self.thread, name)
+
+
+class ThreadTurnSerializer(serializers.ModelSerializer):
+    """A turn of a thread: its run (GET /api/runs/{run_id}/ for the rest)."""
+
+    class Meta:
+        model = Run
+        fields = ["run_id", "status", "created_at"]
+        read_only_fields = fields
+
+
+class ThreadSerializer(serializers.ModelSerializer):
+    """A thread as lists show it."""
+
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True,
+                                              help_text="The username of its creator, who owns it.")
+    metadata = serializers.DictField(help_text="The JSON object the thread was started with ({} when none), as given.")
+
+    class Meta:
+        model = Thread
+        fields = ["thread_id", "agent", "created_by", "created_at", "updated_at", "metadata"]
+        read_only_fields = fields
+
+
+class ThreadDetailSerializer(ThreadSerializer):
+    """A ThreadDetail: the thread, its turns (first first) and its history so far."""
+
+    turns = ThreadTurnSerializer(many=True, read_only=True, help_text="Its turns, first first.")
+    messages = MessageSerializer(many=True, read_only=True, help_text="The conversation so far: the latest turn's "
+                                 "latest messages, tool calls and results included.")
+
+    class Meta(ThreadSerializer.Meta):
+        fields = [*ThreadSerializer.Meta.fields, "turns", "messages"]
         read_only_fields = fields
 
 

@@ -2,7 +2,9 @@
 
   CanReadRun            object: the run's creator or who may read every run; others get 404, as for no run
   CanCancelRun          object: the run's creator or who may cancel every run; others (who may read it) get 403
-  CanDecideApprovals    view: who may approve or deny approval requests
+  CanDecideApprovals    object: who may approve or deny the run's requests; others get 403
+  CanReadThread         object: as CanReadRun, for a thread
+  CanWriteThread        object: the thread's creator adds its messages; others (who may read it) get 403
 
 Views list these in ``permission_classes`` and call ``check_object_permissions`` with the run they looked up; no
 permission string appears in a view.
@@ -14,11 +16,17 @@ from typing import Any
 
 from rest_framework.permissions import BasePermission
 
-from approvals.roles import DECIDE_APPROVALS, approval_is_decidable_by
-from runs.access import CANCEL_EVERY_RUN, run_is_cancellable_by, run_is_readable_by
-from runs.errors import RunNotFound
+from approvals.roles import NOT_DECIDABLE, approval_is_decidable_by
+from runs.access import (
+    CANCEL_EVERY_RUN,
+    run_is_cancellable_by,
+    run_is_readable_by,
+    thread_is_readable_by,
+    thread_is_writable_by,
+)
+from runs.errors import RunNotFound, ThreadNotFound
 
-__all__ = ["CanCancelRun", "CanDecideApprovals", "CanReadRun"]
+__all__ = ["CanCancelRun", "CanDecideApprovals", "CanReadRun", "CanReadThread", "CanWriteThread"]
 
 
 class CanReadRun(BasePermission):
@@ -40,9 +48,29 @@ class CanCancelRun(BasePermission):
 
 
 class CanDecideApprovals(BasePermission):
-    """Approving or denying: the permission the reviewers group holds."""
+    """Approving or denying the requests of a run: reviewers, or the run's creator when its agent lets its creator
+    decide (approvals.roles). Everyone else gets 403, whether the run exists or not (the view sees to an unknown
+    one), so run ids cannot be probed here either."""
 
-    message = f"Deciding approvals needs the reviewer permission ({DECIDE_APPROVALS})."
+    message = NOT_DECIDABLE
 
-    def has_permission(self, request: Any, view: Any) -> bool:
-        return approval_is_decidable_by(user=request.user)
+    def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
+        return approval_is_decidable_by(user=request.user, run=obj)
+
+
+class CanReadThread(BasePermission):
+    """Reading a thread; one the user may not read is answered as if it did not exist, as for runs."""
+
+    def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
+        if not thread_is_readable_by(obj, user=request.user):
+            raise ThreadNotFound(obj.thread_id)
+        return True
+
+
+class CanWriteThread(BasePermission):
+    """Adding a message to a thread (after CanReadThread)."""
+
+    message = "Only the thread's creator adds messages to it."
+
+    def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
+        return thread_is_writable_by(obj, user=request.user)

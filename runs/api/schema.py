@@ -31,6 +31,7 @@ __all__ = [
     "CSRF_REFUSED",
     "RUN_ID_PATH",
     "RunEventsSchemaApi",
+    "THREAD_ID_PATH",
     "UNAUTHENTICATED",
     "WWW_AUTHENTICATE",
     "empty_query_values_documented",
@@ -53,6 +54,12 @@ APPROVAL_ID_PATH = OpenApiParameter(
     {**_ID_SCHEMA, "pattern": "^[A-Za-z0-9._:-]+$"},
     OpenApiParameter.PATH,
     description="The pending approval request's approval_id, from the run's pending_approvals.",
+)
+THREAD_ID_PATH = OpenApiParameter(
+    "thread_id",
+    {**_ID_SCHEMA, "pattern": "^[A-Za-z0-9._:-]+$"},
+    OpenApiParameter.PATH,
+    description="The thread's id; one no thread can have is answered 404 like an unknown one.",
 )
 WWW_AUTHENTICATE = OpenApiParameter(
     "WWW-Authenticate",

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.api import effect_views, views
+from runs.api import effect_views, thread_views, views
 
 urlpatterns = [
     path("agents/", views.AgentListApi.as_view(), name="api-agents"),
@@ -17,6 +17,10 @@ urlpatterns = [
     path("runs/<str:run_id>/cancel/", views.RunCancelApi.as_view(), name="api-run-cancel"),
     path("runs/<str:run_id>/effects/<str:operation_id>/resolve/", effect_views.EffectResolveApi.as_view(),
          name="api-effect-resolve"),
+    path("threads/", thread_views.ThreadCollectionApi.as_view(), name="api-threads"),
+    path("threads/<str:thread_id>/", thread_views.ThreadDetailApi.as_view(), name="api-thread-detail"),
+    path("threads/<str:thread_id>/messages/", thread_views.ThreadMessageAddApi.as_view(),
+         name="api-thread-messages"),
     path("metrics/", effect_views.MetricsApi.as_view(), name="api-metrics"),
     path("effects/stop/", effect_views.EffectStopApi.as_view(), name="api-effects-stop"),
 ]

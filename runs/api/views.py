@@ -18,11 +18,12 @@ from django.db.models import QuerySet
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from approvals.roles import approval_is_decidable_by
+from approvals.roles import NOT_DECIDABLE, approval_is_decidable_by
 from approvals.selectors import approval_pending_list, approval_run_list
 from approvals.services import approval_decide
 from runs.access import CANCEL_EVERY_RUN, VIEW_EVERY_RUN, runs_readable_by
@@ -65,6 +66,7 @@ from runs.api.schema import (
     error_answer,
     json_body_answers,
 )
+from runs.errors import RunNotFound
 from runs.models import Run
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_approvals_told, run_list_outcome, run_outcome_get
 from runs.selectors import (
@@ -88,6 +90,7 @@ __all__ = [
     "RunDetailApi",
     "RunListApi",
     "RunStartApi",
+    "run_detail_json",
 ]
 
 _NOT_FOUND = error_answer("No such run, or one you may not read.")
@@ -107,6 +110,11 @@ def _run_detail(run: Run) -> RunDetail:
         legs=run_leg_list(run=run),
         effects=run_effect_list(run=run),
     )
+
+
+def run_detail_json(run: Run, request: Request) -> dict[str, Any]:
+    """A run's detail answer as ``request``'s user may see it (approval tokens only for those who may decide)."""
+    return RunDetailSerializer(_run_detail(run), context=_render_context(request, run)).data
 
 
 def _run_summary(run: Run) -> RunSummary:
@@ -139,8 +147,8 @@ class _Presented:
         return [self.present(row) for row in self.rows[index]]
 
 
-def _render_context(request: Request) -> dict[str, Any]:
-    return {"request": request, SHOW_TOKENS: approval_is_decidable_by(user=request.user)}
+def _render_context(request: Request, run: Run | None = None) -> dict[str, Any]:
+    return {"request": request, SHOW_TOKENS: approval_is_decidable_by(user=request.user, run=run)}
 
 
 class _Api(ApiView):
@@ -157,7 +165,8 @@ class _PaginatedApi(PaginatedApiView, _Api):
     """Pages a list of runs' parts, rendered with approval tokens only for users who may decide."""
 
     def serializer_context(self, request: Request) -> dict[str, Any]:
-        return _render_context(request)
+        # A view that pages one run's parts names it (self.run_shown): its creator may decide its requests.
+        return _render_context(request, getattr(self, "run_shown", None))
 
 
 class RunListApi(_PaginatedApi):
@@ -183,7 +192,7 @@ class RunListApi(_PaginatedApi):
     def get(self, request: Request) -> Response:
         filters = validated_input(RunListFilterSerializer, request.query_params)
         runs = runs_readable_by(run_list(**filters), user=request.user)
-        runs = runs.select_related("cancelled_by").prefetch_related(*RUN_LIST_PREFETCH)
+        runs = runs.select_related("cancelled_by", "thread").prefetch_related(*RUN_LIST_PREFETCH)
         return self.paginated(request, _Presented(runs, _run_summary), RunSerializer)
 
 
@@ -208,8 +217,7 @@ class RunStartApi(_Api):
     def post(self, request: Request) -> Response:
         def started() -> IdempotentAnswer:
             run = run_start(**validated_input(RunStartInputSerializer, request.data), user=request.user)
-            detail = RunDetailSerializer(_run_detail(run), context=_render_context(request))
-            return IdempotentAnswer(status=status.HTTP_201_CREATED, body=detail.data)
+            return IdempotentAnswer(status=status.HTTP_201_CREATED, body=run_detail_json(run, request))
 
         return idempotent_response(request, scope="POST /api/runs/", answer=started)
 
@@ -250,7 +258,7 @@ class RunDetailApi(_Api):
     )
     def get(self, request: Request, run_id: str) -> Response:
         run = self.run_checked(request, run_id)
-        return Response(RunDetailSerializer(_run_detail(run), context=_render_context(request)).data)
+        return Response(run_detail_json(run, request))
 
 
 class RunCheckpointListApi(_PaginatedApi):
@@ -273,7 +281,7 @@ class RunCheckpointListApi(_PaginatedApi):
     )
     def get(self, request: Request, run_id: str) -> Response:
         filters = validated_input(CheckpointListFilterSerializer, request.query_params)
-        run = self.run_checked(request, run_id)
+        run = self.run_shown = self.run_checked(request, run_id)
         checkpoints = run_checkpoint_list(run=run, **filters)
         return self.paginated(request, checkpoints, AgentCheckpointSerializer)
 
@@ -284,7 +292,8 @@ class ApprovalDecideApi(_Api):
     @extend_schema(
         operation_id="runs_approvals_decide",
         summary="Approve or deny a pending tool call",
-        description="Record a reviewer's verdict once. The token must be the request's own, signed for this run. "
+        description="Record a verdict once, as a reviewer, or as the run's creator when its agent lets its creator "
+        "decide (`approvals_decided_by` of GET /api/agents/). The token must be the request's own, signed for this run. "
         "When every request of the suspended step has a verdict, the run is queued to resume.",
         request=ApprovalDecideInputSerializer,
         parameters=[RUN_ID_PATH, APPROVAL_ID_PATH, WWW_AUTHENTICATE],
@@ -292,13 +301,20 @@ class ApprovalDecideApi(_Api):
             200: ApprovalRequestSerializer,
             400: error_answer("Field errors, or a token that does not verify for this request and run (it "
                               "authorizes nothing)."),
-            404: error_answer("No such run or approval request."),
+            404: error_answer("No such run or approval request (told only to those who may decide)."),
             409: error_answer("Decided, expired, superseded, used, or the run was cancelled."),
-        }, forbidden=f"Not a reviewer, or {CSRF_REFUSED}."),
+        }, forbidden=f"Not a reviewer, nor the run's creator when its agent lets its creator decide (whether the run "
+           f"exists or not), or {CSRF_REFUSED}."),
     )
     def post(self, request: Request, run_id: str, approval_id: str) -> Response:
+        try:
+            run = self.run_checked(request, run_id)
+        except RunNotFound:
+            if not approval_is_decidable_by(user=request.user):
+                raise PermissionDenied(NOT_DECIDABLE) from None  # as for a run that exists: ids are not probed
+            raise
         approval = approval_decide(
-            run_id=path_run_id(run_id),
+            run_id=run.run_id,
             approval_id=path_approval_id(run_id, approval_id),
             user=request.user,
             **validated_input(ApprovalDecideInputSerializer, request.data),
@@ -331,4 +347,4 @@ class RunCancelApi(_Api):
         run = run_cancel(
             run_id=run.run_id, user=request.user, **validated_input(RunCancelInputSerializer, request.data)
         )
-        return Response(RunDetailSerializer(_run_detail(run), context=_render_context(request)).data)
+        return Response(run_detail_json(run, request))

@@ -24,7 +24,7 @@ from runs.pages.forms import RunCancelForm, RunFilterForm
 from runs.models import Run
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_first_request, run_list_outcome
 from runs.presenters.timeline import run_page_get, run_verdict_list
-from runs.selectors import run_get, run_list
+from runs.selectors import run_get, run_list, thread_turn_list
 from runs.services.lifecycle import run_cancel
 from runs.services.resolution import effect_resolve
 
@@ -71,8 +71,11 @@ def run_list_page(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     """The run's timeline: its state box, outcome, semantic steps, story, legs, effects, technical records."""
     page = run_page_get(run=_readable_run(request, run_id))
+    thread = page.run.thread
     return render(request, "runs/detail.html", {
         "page": page, "run": page.run, "state": page.state, "steps": page.steps,
+        # A thread's turns share its creator, so whoever reads this turn reads the others.
+        "thread_turns": [] if thread is None else list(thread_turn_list(thread=thread)),
         "may_cancel": not page.run.is_terminal and run_is_cancellable_by(page.run, user=request.user),
     })
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 from runs.agents import agent_get
 from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, StaleOwnerError
 from runs.ownership.fencing import OwnerFence
-from runs.models import Leg, Run
+from runs.models import Leg, Run, Thread
 from runs.ownership.wakeups import run_cancel_notify, runs_notify
 from runs.agents.retries import RetryPlan
 from runs.runtime.codec import encode_value
@@ -67,10 +67,11 @@ def _lease_until():
 @transaction.atomic
 def run_start(
     *, agent: str, messages: list[dict[str, Any]], run_id: str | None = None, user: AbstractBaseUser | None = None,
-    metadata: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None, thread: Thread | None = None, turn: int | None = None,
 ) -> Run:
     """Queue a new run of ``agent`` on ``messages``; ``run_id`` is minted when not given; ``metadata`` is the
-    client's own JSON object, kept as given."""
+    client's own JSON object, kept as given; ``thread`` and ``turn`` make it a turn of a thread (through
+    runs.services.threads, which computes its messages)."""
     agent_get(agent)  # raises UnknownAgent
     run = Run(
         run_id=run_id or f"run_{timezone.now():%Y%m%d}_{_token()}",
@@ -79,12 +80,16 @@ def run_start(
         created_by=user if user is not None and user.is_authenticated else None,
         input_messages=json.dumps(encode_value(messages), ensure_ascii=False),
         metadata=metadata or {},
+        thread=thread,
+        turn=turn,
     )
     run.full_clean(validate_unique=False)
     try:
         with transaction.atomic():
             run.save()
     except IntegrityError:
+        if not Run.objects.filter(run_id=run.run_id).exists():
+            raise  # another constraint: a thread's turn taken by a concurrent post
         raise RunAlreadyExists(run.run_id) from None
     transaction.on_commit(runs_notify)
     run_status_changed_on_commit(run_pk=run.pk)
@@ -329,6 +334,9 @@ def run_requeue(*, run_id: str) -> Run:
         raise RunNotResumable(
             f"Only failed runs and runs that need review can be resumed by hand; this one is {run.status}."
         )
+    if run.thread_id is not None and Run.objects.filter(thread_id=run.thread_id, turn__gt=run.turn).exists():
+        # The next turn started from this one's history as it stood: going on now would fork the conversation.
+        raise RunNotResumable("A later turn of its thread has started; this turn can no longer be resumed.")
     run.status = Run.Status.QUEUED
     run.error = ""
     run.retry_at, run.retry_attempt = None, 0

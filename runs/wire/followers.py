@@ -171,10 +171,10 @@ def _setup(run_id: str, cursor: str | None, authenticate: Callable[[], Any]) -> 
                 RUN_ID_VALIDATOR(run_id)
             except ValidationError:
                 raise _not_found(run_id) from None
-            run = Run.objects.filter(run_id=run_id).only("pk", "created_by_id").first()
+            run = Run.objects.filter(run_id=run_id).only("pk", "created_by_id", "agent").first()
             if run is None or not run_is_readable_by(run, user=user):
                 raise _not_found(run_id)
-            return _Grant(cursor=seen, user_pk=user.pk, may_see_tokens=approval_is_decidable_by(user=user),
+            return _Grant(cursor=seen, user_pk=user.pk, may_see_tokens=approval_is_decidable_by(user=user, run=run),
                           is_in_transaction=connection.in_atomic_block)
         finally:
             close_connections()

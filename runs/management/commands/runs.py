@@ -184,6 +184,8 @@ class Command(BaseCommand):
         state = run_people_state(run, legs=legs, effects=effects)
         out = self.stdout
         out.write(f"Run {run.run_id} ({run.agent or 'no agent'})")
+        if run.thread is not None:
+            out.write(f"  Thread:   {run.thread.thread_id}, turn {run.turn} of {run.thread.turns.count()}")
         out.write(f"  State:    {state.label}  [{run.status}]")
         out.write(f"  Why:      {state.why}")
         out.write(f"  Next:     {state.next_action}")

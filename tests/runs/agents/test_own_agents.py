@@ -116,7 +116,7 @@ def test_the_api_lists_every_agent_a_user_may_start_with_its_tools(api_client, o
     answer = api_client.get("/api/agents/")
     assert answer.status_code == 200
     agents = {agent["name"]: agent for agent in answer.json()["results"]}
-    assert set(agents) == {"coder", "echo", "files", "reimbursement"}
+    assert set(agents) == {"assistant", "coder", "echo", "files", "reimbursement"}
     assert agents["echo"]["tools"] == [{
         "name": "shout", "description": "Shout a word.", "needs_approval": "never", "effect": None,
         "input_schema": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
@@ -132,7 +132,7 @@ def test_the_api_lists_every_agent_a_user_may_start_with_its_tools(api_client, o
 def test_every_signed_in_role_may_list_the_agents_it_may_start(token_client, groups):
     answer = token_client(make_user("lister", *groups)).get("/api/agents/")
     assert answer.status_code == 200
-    assert {agent["name"] for agent in answer.json()["results"]} == {"coder", "files", "reimbursement"}
+    assert {agent["name"] for agent in answer.json()["results"]} == {"assistant", "coder", "files", "reimbursement"}
 
 
 @pytest.mark.django_db
@@ -166,7 +166,7 @@ def test_manage_agents_lists_the_agents_and_who_decides_their_approvals(capsys):
 
 def test_manage_agents_check_builds_each_agent(capsys):
     call_command("agents", "check")
-    assert capsys.readouterr().out.splitlines() == ["coder: ok", "files: ok", "reimbursement: ok"]
+    assert capsys.readouterr().out.splitlines() == ["assistant: ok", "coder: ok", "files: ok", "reimbursement: ok"]
 
 
 def test_manage_agents_check_names_a_broken_agent_and_fails(capsys, settings):

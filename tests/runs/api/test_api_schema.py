@@ -90,7 +90,7 @@ def test_the_start_body_documents_its_limits(schema):
     assert (start["messages"]["minItems"], start["messages"]["maxItems"]) == (1, 200)
     assert (start["run_id"]["minLength"], start["run_id"]["maxLength"]) == (1, 200)
     assert start["agent"]["allOf"] == [{"$ref": "#/components/schemas/AgentEnum"}]
-    assert set(schema["components"]["schemas"]["AgentEnum"]["enum"]) == {"coder", "files", "reimbursement"}
+    assert set(schema["components"]["schemas"]["AgentEnum"]["enum"]) == {"assistant", "coder", "files", "reimbursement"}
 
 
 def test_messages_and_parts_are_closed_and_only_text_goes_in(schema):
