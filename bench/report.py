@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["cancel_table", "fleet_table", "table"]
+__all__ = ["cancel_table", "fleet_table", "table", "takeover_table"]
 
 
 def _spread(value: dict[str, float], digits: int = 2) -> str:
@@ -157,4 +157,25 @@ def cancel_table(results: dict[str, Any]) -> list[str]:
                 f"| {p95:.1f} | {latency['max']:.1f} | p95 <= {bar:g} "
                 f"| {judged} | {figures['from_request_p95_ms']:.1f} | {breakdown['to_part_written']:.1f} "
                 f"| {breakdown['written_to_follower']:.1f} | {ended}, {', '.join(figures['cancelled_by'])} |")
+    return lines
+
+
+def takeover_table(results: dict[str, Any]) -> list[str]:
+    """Markdown lines of the takeover (bench.takeover) for every database that ran it."""
+    measured = [(database["label"], database["takeover"]) for database in results["databases"]
+                if database.get("takeover")]
+    if not measured:
+        return []
+    lines = ["", "Takeover: a worker SIGKILLed mid-run, from the kill to the continuation's first part at a follower "
+             "(ms; the breakdown is medians from the database's timestamps):", "",
+             "| back end | lease | kills | p50 | p99 | max | bar | | kill → claim | claim → first part written "
+             "| written → follower | legs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label, part in measured:
+        latency, breakdown = part["latency_ms"], part["breakdown_ms"]
+        lines.append(
+            f"| {label} | {part['lease_seconds']} s | {latency['n']} | {_ms(latency)} | p99 < {part['bar_ms']:g} "
+            f"| {_judged(latency['p99'], part['bar_ms'])} | {breakdown['to_claim']:.1f} "
+            f"| {breakdown['claim_to_part']:.1f} | {breakdown['part_to_follower']:.1f} "
+            f"| {', '.join(part['recovered_by'])} |")
     return lines
