@@ -34,9 +34,16 @@ def legs(run_id: str) -> list[tuple[str, int, str]]:
     return list(Leg.objects.filter(run__run_id=run_id).values_list("kind", "owner_epoch", "worker_id"))
 
 
-def ready(name: str) -> None:
-    """Until the worker ``name`` holds its liveness token: it is claiming."""
-    wait_until(lambda: not liveness_owners_dead({name}), what=f"{name} to hold its liveness token")
+def mid_run_beside_another(workers, run_id: str, owner: str, other: str, *, delay_ms: str):
+    """A run that ``owner`` (a long lease, a step streamed every ``delay_ms``) is running past its first
+    checkpoint, and ``other`` (a long lease too) started and claiming beside it."""
+    make_queued_run(run_id)
+    first = workers(owner, DEUZ_LEASE_SECONDS=LONG_LEASE, DEUZ_DEMO_DELAY_MS=delay_ms)
+    wait_until(lambda: Checkpoint.objects.filter(session_key=run_id).exists(), what=f"{owner}'s first checkpoint")
+    second = workers(other, DEUZ_LEASE_SECONDS=LONG_LEASE)
+    wait_until(lambda: not liveness_owners_dead({other}), what=f"{other} to hold its liveness token")
+    assert (status(run_id), Run.objects.get(run_id=run_id).worker_id) == ("running", owner)
+    return first, second
 
 
 def test_a_killed_workers_run_is_finished_by_another_with_no_step_lost_or_repeated(workers):
@@ -53,12 +60,7 @@ def test_a_killed_workers_run_is_finished_by_another_with_no_step_lost_or_repeat
 
 
 def test_a_killed_workers_run_is_taken_over_within_seconds_not_at_its_lease(workers):
-    make_queued_run("liveness-1")
-    first = workers("a", DEUZ_LEASE_SECONDS=LONG_LEASE, DEUZ_DEMO_DELAY_MS="300")
-    wait_until(lambda: Checkpoint.objects.filter(session_key="liveness-1").exists(), what="a's first checkpoint")
-    second = workers("b", DEUZ_LEASE_SECONDS=LONG_LEASE)
-    ready("b")
-    assert (status("liveness-1"), Run.objects.get(run_id="liveness-1").worker_id) == ("running", "a")
+    first, second = mid_run_beside_another(workers, "liveness-1", "a", "b", delay_ms="300")
     first.signal(signal.SIGKILL)
     first.wait_exit()
     killed = time.monotonic()
@@ -72,11 +74,7 @@ def test_a_killed_workers_run_is_taken_over_within_seconds_not_at_its_lease(work
 
 
 def test_a_worker_stopped_for_less_than_its_lease_keeps_its_run(workers):
-    make_queued_run("paused-1")
-    paused = workers("paused", DEUZ_LEASE_SECONDS=LONG_LEASE, DEUZ_DEMO_DELAY_MS="150")
-    wait_until(lambda: Checkpoint.objects.filter(session_key="paused-1").exists(), what="the first checkpoint")
-    other = workers("other", DEUZ_LEASE_SECONDS=LONG_LEASE)
-    ready("other")
+    paused, other = mid_run_beside_another(workers, "paused-1", "paused", "other", delay_ms="150")
     freeze_between_transactions(paused, "paused-1")
     time.sleep(3)  # six looks at the owners of running runs by the other worker
     assert legs("paused-1") == [("start", 1, "paused")]  # frozen, it still holds its liveness token
