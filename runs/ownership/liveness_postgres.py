@@ -62,7 +62,12 @@ class AdvisoryLockLiveness:
         return True
 
     def release(self, worker_id: str, holder: Any) -> None:
-        holder.close()
+        """Unlock, then close: a closed session's locks go only once its backend has seen the close."""
+        try:
+            if not (holder.closed or holder.broken):
+                holder.execute("SELECT pg_advisory_unlock(%s)", [liveness_key(worker_id)])
+        finally:
+            holder.close()
 
     def dead(self, worker_ids: Iterable[str]) -> set[str]:
         """The ids whose lock no session of this database holds (pg_locks spells a bigint key as two oids)."""
