@@ -57,6 +57,7 @@ class FileLiveness:
                 time.sleep(0.02)
                 continue
             if _is_at(fd, path):
+                self._sweep(path)
                 return fd
             os.close(fd)  # a checker removed this file after finding its last holder gone: lock the new one
 
@@ -77,25 +78,33 @@ class FileLiveness:
 
     def dead(self, worker_ids: Iterable[str]) -> set[str]:
         """The ids no live process holds: their file can be locked, or is gone."""
-        return {worker_id for worker_id in worker_ids if self._is_dead(worker_id)}
+        return {worker_id for worker_id in worker_ids if _is_dead_at(self.path(worker_id))}
 
-    def _is_dead(self, worker_id: str) -> bool:
-        path = self.path(worker_id)
+    def _sweep(self, mine: Path) -> None:
+        """Remove the files of dead holders that no claim looked at (they owned no running run when they died),
+        so the folder holds about as many files as there are live workers."""
+        for path in self.folder.glob("*.lock"):
+            if path != mine:
+                _is_dead_at(path)
+
+
+def _is_dead_at(path: Path) -> bool:
+    """Whether no live process holds the file at ``path``; a dead holder's file is removed."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    try:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return True
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            if not _is_at(fd, path):
-                return False  # a new holder's file took its place: it says at the next look
-            path.unlink(missing_ok=True)
-            return True
-        finally:
-            os.close(fd)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if not _is_at(fd, path):
+            return False  # a new holder's file took its place: it says at the next look
+        path.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _is_at(fd: int, path: Path) -> bool:

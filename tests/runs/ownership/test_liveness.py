@@ -108,6 +108,17 @@ def test_a_lost_token_is_taken_again():
         token.release()
 
 
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL leaves nothing behind a dead session")
+def test_a_new_holder_removes_the_files_dead_holders_left(holder_process):
+    process = holder_process("w-litter")
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    left = liveness._backend().path("w-litter")
+    assert left.exists()
+    with liveness_hold("w-sweeper"):
+        assert not left.exists()
+
+
 def _running(run_id: str, owner: str) -> Run:
     """A run claimed by ``owner`` (lease not lapsed), as if its leg were under way."""
     make_queued_run(run_id)
@@ -133,3 +144,10 @@ def test_a_claim_leaves_a_live_owner_s_run_and_its_own_alone():
 def test_without_the_look_at_owners_a_dead_owner_s_run_waits_for_its_lease():
     _running("lease-only", "w-gone")
     assert run_claim(worker_id="w-claimer") == []
+
+
+def test_a_worker_holds_its_token_while_it_runs_and_gives_it_back_when_it_stops(workers):
+    worker = workers("w-life")
+    wait_until(lambda: not liveness_owners_dead({"w-life"}), what="the worker to hold its token")
+    worker.stop()
+    assert liveness_owners_dead({"w-life"}) == {"w-life"}
