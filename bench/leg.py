@@ -53,11 +53,8 @@ def _start_and_claim() -> Any:
 
 async def _measure(steps: int, repeats: int) -> dict[str, Any]:
     from runs.execution.legs import leg_execute
-    from runs.ownership.liveness import liveness_hold
 
     legs, plain, parts = [], [], 0
-    # Held for the whole measure, as a worker holds its token for its life: no leg pays for taking it.
-    token = await sync_to_async(liveness_hold)("bench")
     try:
         for attempt in range(repeats + 1):
             plain_seconds = await run_steps(steps, stream=True)
@@ -74,7 +71,6 @@ async def _measure(steps: int, repeats: int) -> dict[str, Any]:
                 legs.append(seconds)
                 plain.append(plain_seconds)
     finally:
-        await sync_to_async(token.release)()
         await close_thread_connections()
     overheads = [(leg - base) / steps * 1000 for leg, base in zip(legs, plain)]
     return {

@@ -27,7 +27,6 @@ from approvals.services import approval_checkpoint_saved
 from approvals.signing import approval_signer
 from runs.agents import AgentDefinition, LegContext, agent_build
 from runs.execution.fault_probe import fault_probe
-from runs.ownership.liveness import liveness_hold
 from runs.ownership.wakeups import CANCEL_POLL_SECONDS, run_cancel_watch, run_cancels_are_pushed
 from runs.wire.writer import JournalWriter
 from runs.models import Run
@@ -336,18 +335,7 @@ def _suspension_state(run: Run) -> tuple[list[Any], Any]:
 
 async def leg_execute(claim: Claim, *, fault: Any = None) -> None:
     """Run one leg of ``claim``'s run to its end, renewing the lease, and close it (never raises for a failed
-    leg: the run fails, needs review or goes back to the queue; a cancelled task aborts the leg and re-raises).
-    The claimer's liveness token is held meanwhile (a worker holds it already; anyone else running a leg takes
-    it here), so the run is never taken for a dead owner's while it runs."""
-    token = await sync_to_async(liveness_hold)(claim.worker_id) if claim.worker_id else None
-    try:
-        await _leg_run(claim, fault=fault)
-    finally:
-        if token is not None:
-            await sync_to_async(token.release)()
-
-
-async def _leg_run(claim: Claim, *, fault: Any) -> None:
+    leg: the run fails, needs review or goes back to the queue; a cancelled task aborts the leg and re-raises)."""
     leg = _Leg(claim, fault=fault or fault_probe(settings.DEUZ_FAULT))
     keeper = asyncio.create_task(leg.keep_lease())
     watcher: asyncio.Task[None] | None = None

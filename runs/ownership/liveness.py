@@ -9,8 +9,11 @@ the database by a partition that leaves its connection up, still holds its token
 for what liveness cannot see. A token found free by mistake (its connection dropped while the process lived)
 costs a wasted leg, never a duplicate effect: fencing (runs.ownership.fencing) refuses the old owner's writes.
 
-Holds of one worker id in one process share a token, counted: a worker holds its own for its life, a leg for
-its duration (so whoever runs legs holds one), a follower continuing a run from the claim to the leg's end.
+Whoever claims runs holds the token of the id it claims under from before its claim to its leg's end: a worker
+for its life (runs.execution.worker, also while it drains), a follower continuing a run from its claim to the
+leg's end (runs.execution.continuation), the crash matrix's inline legs (bench.crash_case). A claimer that
+holds none looks dead at once, and its run is taken over (a wasted leg: fencing stops its writes). Holds of one
+worker id in one process share a token, counted.
 """
 
 from __future__ import annotations

@@ -62,7 +62,6 @@ class Claim:
     leg: int
     kind: str
     cancel_requested: bool = False
-    worker_id: str = ""  # the claimer's, whose liveness token the leg holds (runs.ownership.liveness)
 
 
 def _lease_until():
@@ -146,7 +145,7 @@ def run_claim(
                             worker_id, epoch)
             number = Leg.objects.filter(run_id=run.pk).count() + 1
             Leg.objects.create(run_id=run.pk, number=number, kind=kind, owner_epoch=epoch, worker_id=worker_id)
-            claims.append(Claim(run.run_id, epoch, number, kind, run.cancel_requested, worker_id))
+            claims.append(Claim(run.run_id, epoch, number, kind, run.cancel_requested))
             run_status_changed_on_commit(run_pk=run.pk)
     return claims
 
