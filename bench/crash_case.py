@@ -104,10 +104,12 @@ def run_inline(run_id: str, *, provider: str = "normal", timeout: float = 30,
     """Run the run's legs in this process (as a worker would, its lease lapsed first) until it rests;
     ``on_claimed`` is called once this process holds the run (so a worker started then cannot take it)."""
     from runs.execution.legs import leg_execute
+    from runs.ownership.liveness import liveness_hold
     from runs.services.lifecycle import run_claim
 
     deadline = time.monotonic() + timeout
-    with _ProviderMode(provider):
+    # Held as a worker holds its own: a worker started meanwhile sees this process alive and leaves its run.
+    with _ProviderMode(provider), liveness_hold("crashmatrix-inline"):
         while time.monotonic() < deadline:
             if _status(run_id) in RESTING:
                 return

@@ -35,10 +35,12 @@ class Sizes:
     tail_parts: int = 30
     tail_interval_ms: int = 100
     cancels: int = 20  # cancel to stop (bench.cancel), per door
+    kills: int = 20  # takeover (bench.takeover)
 
 
 FULL = Sizes()
-QUICK = Sizes(approvals=10, tail_runs=20, fanout_followers=100, fanout_runs=5, throughput_runs=60, cancels=10)
+QUICK = Sizes(approvals=10, tail_runs=20, fanout_followers=100, fanout_runs=5, throughput_runs=60, cancels=10,
+              kills=5)
 
 
 def measure(*, sizes: Sizes, redis_url: str, progress: Callable[[str], None], log_dir: Path | None = None) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["cancel_table", "fleet_table", "table"]
+__all__ = ["cancel_table", "fleet_table", "table", "takeover_table"]
 
 
 def _spread(value: dict[str, float], digits: int = 2) -> str:
@@ -78,6 +78,25 @@ def _ms(summary: dict[str, float]) -> str:
     return f"{summary['p50']:.1f} | {summary['p99']:.1f} | {summary['max']:.1f}"
 
 
+def _p99_row(latency: dict[str, float], bar: float) -> str:
+    """The cells p50, p99, max, the p99 bar and its verdict."""
+    return f"{_ms(latency)} | p99 < {bar:g} | {_judged(latency['p99'], bar)}"
+
+
+def _leg_start_heading(title: str, columns: str, event: str, *, after: str = "") -> list[str]:
+    """The title and column heads of a table of times from ``event`` to a leg's first part at a follower."""
+    heads = (f"| back end | {columns} | p50 | p99 | max | bar | | {event} → claim | claim → first part written "
+             f"| written → follower |{after}")
+    return ["", f"{title} (ms; the breakdown is medians from the database's timestamps):", "", heads,
+            "|" + "---|" * (heads.count("|") - 1)]
+
+
+def _leg_start_cells(breakdown: dict[str, float]) -> str:
+    """The cells from an event to a leg's first part at a follower: to the claim, to the part written, to received."""
+    return (f"| {breakdown['to_claim']:.1f} | {breakdown['claim_to_part']:.1f} "
+            f"| {breakdown['part_to_follower']:.1f} |")
+
+
 def _mib(value: int) -> str:
     return f"{value / 2**20:.0f} MiB"
 
@@ -90,17 +109,13 @@ def fleet_table(results: dict[str, Any]) -> list[str]:
     lines = []
     motions = [(label, fleet["motion"]) for label, fleet in fleets if fleet.get("motion")]
     if motions:
-        lines += ["", "Verdict to motion: the verdict's API response to the resumed leg's first part at a follower "
-                  "(ms; the breakdown is medians from the database's timestamps):", "",
-                  "| back end | worker, woken by | channel layer | approvals | p50 | p99 | max | bar | "
-                  "| response → claim | claim → first part written | written → follower |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += _leg_start_heading("Verdict to motion: the verdict's API response to the resumed leg's first part "
+                                    "at a follower", "worker, woken by | channel layer | approvals", "response")
         for label, motion in motions:
             latency, parts = motion["latency_ms"], motion["breakdown_ms"]
             lines.append(
                 f"| {label} | {motion['worker']}, {motion['wake']} | {motion['channel_layer']} | {latency['n']} "
-                f"| {_ms(latency)} | p99 < {motion['bar_ms']:g} | {_judged(latency['p99'], motion['bar_ms'])} "
-                f"| {parts['to_claim']:.1f} | {parts['claim_to_part']:.1f} | {parts['part_to_follower']:.1f} |")
+                f"| {_p99_row(latency, motion['bar_ms'])} {_leg_start_cells(parts)}")
     streams = [(label, name, fleet[name]) for label, fleet in fleets for name in ("tail", "fanout") if fleet.get(name)]
     if streams:
         lines += ["", "Live tail and fan-out through one daphne and the Redis channel layer: a part's journal append "
@@ -157,4 +172,19 @@ def cancel_table(results: dict[str, Any]) -> list[str]:
                 f"| {p95:.1f} | {latency['max']:.1f} | p95 <= {bar:g} "
                 f"| {judged} | {figures['from_request_p95_ms']:.1f} | {breakdown['to_part_written']:.1f} "
                 f"| {breakdown['written_to_follower']:.1f} | {ended}, {', '.join(figures['cancelled_by'])} |")
+    return lines
+
+
+def takeover_table(results: dict[str, Any]) -> list[str]:
+    """Markdown lines of the takeover (bench.takeover) for every database that ran it."""
+    measured = [(database["label"], database["takeover"]) for database in results["databases"]
+                if database.get("takeover")]
+    if not measured:
+        return []
+    lines = _leg_start_heading("Takeover: a worker SIGKILLed mid-run, from the kill to the continuation's first part "
+                               "at a follower", "lease | kills", "kill", after=" legs |")
+    for label, part in measured:
+        latency, breakdown = part["latency_ms"], part["breakdown_ms"]
+        lines.append(f"| {label} | {part['lease_seconds']} s | {latency['n']} | {_p99_row(latency, part['bar_ms'])} "
+                     f"{_leg_start_cells(breakdown)} {', '.join(part['recovered_by'])} |")
     return lines

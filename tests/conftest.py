@@ -15,6 +15,9 @@ import pytest
 from tests.environment import REPO_ROOT, clean_env
 
 _STATIC_ROOT = Path(tempfile.gettempdir()) / f"deuz-test-static-{os.getpid()}"
+# The liveness tokens' folder of the SQLite test database (deuz_project.settings names it after this process); the
+# files of processes the tests killed stay in it.
+_LIVENESS_FOLDER = Path(tempfile.gettempdir()) / f"deuz-test-{os.getpid()}.sqlite3.liveness"
 
 
 def pytest_configure(config):
@@ -25,6 +28,7 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     shutil.rmtree(_STATIC_ROOT, ignore_errors=True)
+    shutil.rmtree(_LIVENESS_FOLDER, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

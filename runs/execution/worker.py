@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -18,6 +19,7 @@ from notifications.delivery.drain import outbox_deliver_forever
 from observability.tracing import tracing_shutdown
 from runs.execution.fault_probe import fault_probe
 from runs.execution.legs import leg_execute
+from runs.ownership.liveness import LIVENESS_CHECK_SECONDS, LivenessToken, liveness_hold
 from runs.ownership.wakeups import runs_listen, runs_wake_register
 from runs.runtime.mcp import aclose_mcp_sessions
 from runs.runtime.providers import aclose_clients
@@ -33,7 +35,8 @@ def worker_id_default() -> str:
 
 
 class Worker:
-    """Claims up to ``concurrency`` runs at a time and runs each leg while renewing its lease."""
+    """Claims up to ``concurrency`` runs at a time and runs each leg while renewing its lease. It holds its liveness
+    token (runs.ownership.liveness) while it runs, and takes over at once the runs of workers whose token is free."""
 
     def __init__(self, *, worker_id: str | None = None, concurrency: int = 4, poll_seconds: float = 0.5) -> None:
         if concurrency < 1:
@@ -44,6 +47,8 @@ class Worker:
         self.stopping = asyncio.Event()
         self.active: dict[str, asyncio.Task[None]] = {}
         self.fault = fault_probe(settings.DEUZ_FAULT)
+        self.token: LivenessToken | None = None
+        self._owners_checked_at = 0.0
 
     async def run(self) -> None:
         """Claim and execute until ``stop()``; active legs are aborted then and their runs queued again, and the
@@ -64,11 +69,12 @@ class Worker:
             # the wait below returns at once instead of at the next poll.
             wake.clear()
             try:
-                if since_sweep >= sweep_every:
+                sweep = since_sweep >= sweep_every
+                if sweep:
                     since_sweep = 0
                     await sync_to_async(approval_expire_due)()
                 free = self.concurrency - len(self.active)
-                claims = await sync_to_async(run_claim)(worker_id=self.worker_id, limit=free) if free else []
+                claims = await sync_to_async(self._claim)(free, ping=sweep) if free or sweep else []
             except Exception as exc:  # a database blip must not end the worker: back off and claim again
                 logger.warning("Claiming runs failed (%s); retrying in %.1f s.", type(exc).__name__, self.poll_seconds * 4)
                 await asyncio.sleep(self.poll_seconds * 4)
@@ -79,7 +85,10 @@ class Worker:
             if not claims:
                 waiters = [asyncio.ensure_future(self.stopping.wait()), asyncio.ensure_future(wake.wait())]
                 try:
-                    await asyncio.wait([*waiters, *self.active.values()], timeout=self.poll_seconds,
+                    # A dead process sends nothing: the poll is what finds its runs, so it comes at least as often as
+                    # the look at running runs' owners.
+                    await asyncio.wait([*waiters, *self.active.values()],
+                                       timeout=min(self.poll_seconds, LIVENESS_CHECK_SECONDS),
                                        return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     for waiter in waiters:
@@ -93,6 +102,9 @@ class Worker:
         for task in list(self.active.values()):
             task.cancel()
         await asyncio.gather(*self.active.values(), return_exceptions=True)
+        if self.token is not None:  # after the legs closed: their runs are queued again, none looks dead first
+            await sync_to_async(self.token.release)()
+            self.token = None
         try:
             await aclose_clients()
         except Exception as exc:  # a connection that will not close cleanly must not keep the worker from stopping
@@ -106,17 +118,37 @@ class Worker:
     def stop(self) -> None:
         self.stopping.set()
 
+    def _claim(self, free: int, *, ping: bool = False) -> list[Claim]:
+        """On the ORM's thread: the worker's liveness token held (taken at the first claim, again after a loss;
+        ``ping`` asks the database whether it still is), then up to ``free`` runs claimed, and every
+        LIVENESS_CHECK_SECONDS the runs of dead owners among them."""
+        if self.token is None:
+            self.token = liveness_hold(self.worker_id)
+        elif not self.token.ensure(ping=ping):
+            return []  # a worker without its token would look dead: it claims nothing until it has it again
+        if not free:
+            return []
+        now = time.monotonic()
+        take_over_dead = now - self._owners_checked_at >= LIVENESS_CHECK_SECONDS
+        if take_over_dead:
+            self._owners_checked_at = now
+        return run_claim(worker_id=self.worker_id, limit=free, take_over_dead=take_over_dead)
+
     async def drain(self, *, max_legs: int = 100) -> int:
         """Execute claimable runs one leg at a time until none is left (tests, `runs resume --now`).
         Returns the number of legs run."""
         legs = 0
-        while legs < max_legs:
-            claims = await sync_to_async(run_claim)(worker_id=self.worker_id, limit=1)
-            if not claims:
-                return legs
-            await self.execute(claims[0])
-            legs += 1
-        return legs
+        token = await sync_to_async(liveness_hold)(self.worker_id)
+        try:
+            while legs < max_legs:
+                claims = await sync_to_async(run_claim)(worker_id=self.worker_id, limit=1)
+                if not claims:
+                    return legs
+                await self.execute(claims[0])
+                legs += 1
+            return legs
+        finally:
+            await sync_to_async(token.release)()
 
     async def execute(self, claim: Claim) -> None:
         """One leg of the claimed run (runs.execution.legs)."""

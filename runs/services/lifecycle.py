@@ -7,6 +7,7 @@ is the run's (checked in the same statement as the write).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,6 +23,7 @@ from django.utils import timezone
 from runs.agents import agent_get
 from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, StaleOwnerError
 from runs.ownership.fencing import OwnerFence
+from runs.ownership.liveness import liveness_owners_dead
 from runs.models import Leg, Run, Thread
 from runs.ownership.wakeups import run_cancel_notify, runs_notify
 from runs.agents.retries import RetryPlan
@@ -48,6 +50,8 @@ __all__ = [
     "run_requeue",
     "run_start",
 ]
+
+logger = logging.getLogger("deuz.worker")
 
 @dataclass(frozen=True)
 class Claim:
@@ -102,9 +106,12 @@ def _token() -> str:
     return secrets.token_hex(6)
 
 
-def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> list[Claim]:
+def run_claim(
+    *, worker_id: str, limit: int = 1, run_id: str | None = None, take_over_dead: bool = False
+) -> list[Claim]:
     """Take up to ``limit`` runs that need a leg: queued ones (a scheduled retry once its ``retry_at`` has come),
-    and running ones whose lease lapsed.
+    running ones whose lease lapsed, and with ``take_over_dead`` running ones whose owner's liveness token is
+    free (its process died: runs.ownership.liveness), never the claimer's own.
 
     A claim increments the owner epoch, so the previous owner's writes are rejected from now on.
     PostgreSQL skips rows another worker is claiming; SQLite serializes writers, and the epoch
@@ -115,6 +122,11 @@ def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> l
     claimable = (Q(status=Run.Status.QUEUED, cancel_requested=False) & is_due) | Q(
         status=Run.Status.RUNNING, lease_expires_at__lt=now
     )
+    dead = _owners_dead(worker_id, now, run_id) if take_over_dead else set()
+    if dead:
+        # The owner's id is read with the run (and changes with every claim): a run another claimer took over
+        # since the look, under a live id, is not matched.
+        claimable |= Q(status=Run.Status.RUNNING, worker_id__in=dead)
     claims = []
     with transaction.atomic():
         candidates = Run.objects.filter(claimable).order_by("updated_at", "id")
@@ -122,7 +134,8 @@ def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> l
             candidates = candidates.filter(run_id=run_id)
         if connection.vendor == "postgresql":
             candidates = candidates.select_for_update(skip_locked=True)
-        fields = ("id", "run_id", "status", "owner_epoch", "cancel_requested", "step_index", "retry_attempt")
+        fields = ("id", "run_id", "status", "owner_epoch", "cancel_requested", "step_index", "retry_attempt",
+                  "worker_id")
         for run in candidates.only(*fields)[:limit]:
             epoch = run.owner_epoch + 1
             kind = _leg_kind(run)
@@ -135,6 +148,9 @@ def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> l
             )
             if not taken:
                 continue
+            if run.worker_id in dead:
+                logger.info("Run %s: its owner %s is gone; %s takes it over (epoch %d).", run.run_id, run.worker_id,
+                            worker_id, epoch)
             number = Leg.objects.filter(run_id=run.pk).count() + 1
             Leg.objects.create(run_id=run.pk, number=number, kind=kind, owner_epoch=epoch, worker_id=worker_id)
             claims.append(Claim(run.run_id, epoch, number, kind, run.cancel_requested))
@@ -142,9 +158,19 @@ def run_claim(*, worker_id: str, limit: int = 1, run_id: str | None = None) -> l
     return claims
 
 
+def _owners_dead(worker_id: str, now: Any, run_id: str | None) -> set[str]:
+    """The owners of running runs (leases not lapsed, owners other than ``worker_id``) whose process is gone."""
+    running = Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gte=now).exclude(
+        worker_id__in=("", worker_id))
+    if run_id is not None:
+        running = running.filter(run_id=run_id)
+    owners = set(running.values_list("worker_id", flat=True).distinct())
+    return liveness_owners_dead(owners) if owners else set()
+
+
 def _leg_kind(run: Run) -> str:
     if run.status == Run.Status.RUNNING:
-        return Leg.Kind.RECOVERY  # its owner's lease lapsed: the owner died or hung
+        return Leg.Kind.RECOVERY  # its owner died (its liveness token is free) or hung (its lease lapsed)
     if run.retry_attempt > 0:
         return Leg.Kind.RETRY  # the last leg's model call failed transiently and scheduled this one
     if run.step_index >= 0 or Leg.objects.filter(run_id=run.pk).exists():

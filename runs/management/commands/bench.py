@@ -44,12 +44,14 @@ class Command(BaseCommand):
                             help="Also print a pyinstrument profile of one run's saves replayed on this thread.")
         parser.add_argument("--redis", default=None, metavar="URL",
                             help="Redis for the fleet parts' channel layer (default REDIS_URL).")
-        parser.add_argument("--parts", choices=["all", "core", "fleet", "cancel"], default="all",
+        parser.add_argument("--parts", choices=["all", "core", "fleet", "cancel", "takeover"], default="all",
                             help="core: items 1-3 (overhead, growth, resume) in this process; fleet: items 4-6 "
                                  "(verdict to motion, live tail, fan-out, throughput) with real processes; cancel: "
-                                 "cancel to stop (daphne and a worker); all (default).")
+                                 "cancel to stop (daphne and a worker); takeover: a SIGKILLed worker's run to its "
+                                 "continuation at a follower (daphne, two workers, Redis); all (default).")
         for name, help_text in (("approvals", "verdicts measured (50; quick 10)"),
                                 ("cancels", "running legs cancelled through each door (20; quick 10)"),
+                                ("kills", "workers SIGKILLed mid-run in the takeover (20; quick 5)"),
                                 ("tail-runs", "runs streaming at once in the live tail (100; quick 20)"),
                                 ("fanout-followers", "followers on the one daphne (500; quick 100)"),
                                 ("fanout-runs", "runs the fan-out's followers follow (10; quick 5)"),
@@ -77,7 +79,8 @@ class Command(BaseCommand):
         with override_settings(DEBUG=False):
             measured = self._measure(quick=quick, steps=steps, repeats=repeats, profile=profile,
                                      core=parts in ("all", "core"), fleet=fleet, redis=redis or "",
-                                     cancels=sizes.cancels if parts in ("all", "cancel") else None)
+                                     cancels=sizes.cancels if parts in ("all", "cancel") else None,
+                                     kills=self._takeover_kills(parts, redis, sizes))
         if child_output:
             Path(child_output).write_text(json.dumps(measured))
             return
@@ -103,10 +106,10 @@ class Command(BaseCommand):
             "repeats": repeats,
             "databases": databases,
         }
-        from bench.report import cancel_table, fleet_table, table
+        from bench.report import cancel_table, fleet_table, table, takeover_table
 
         self.stdout.write("\n".join((table(results) if parts in ("all", "core") else []) + fleet_table(results)
-                                    + cancel_table(results)))
+                                    + cancel_table(results) + takeover_table(results)))
         for data in databases:
             if data["side"]:
                 self.stdout.write(f"\n{data['label']}: " + "; ".join(data["side"]))
@@ -116,7 +119,8 @@ class Command(BaseCommand):
         if failed:
             raise CommandError(" ".join(failed))
 
-    _SIZE_OPTIONS = ("approvals", "cancels", "tail_runs", "fanout_followers", "fanout_runs", "throughput_runs")
+    _SIZE_OPTIONS = ("approvals", "cancels", "kills", "tail_runs", "fanout_followers", "fanout_runs",
+                     "throughput_runs")
 
     def _sizes(self, quick: bool, options: dict) -> Any:
         from dataclasses import replace
@@ -131,7 +135,7 @@ class Command(BaseCommand):
 
     def _fleet_sizes(self, parts: str, redis: str, database: list[str], sizes: Any) -> Any:
         """The fleet parts' sizes when they run: a Redis URL and a PostgreSQL database among those measured."""
-        if parts in ("core", "cancel"):
+        if parts in ("core", "cancel", "takeover"):
             return None
         has_postgres = connection.vendor == "postgresql" or any(url.startswith(("postgres:", "postgresql:"))
                                                                for url in database)
@@ -144,8 +148,20 @@ class Command(BaseCommand):
                           "a Redis URL (--redis or REDIS_URL) and a PostgreSQL --database URL.")
         return None
 
+    def _takeover_kills(self, parts: str, redis: str, sizes: Any) -> int | None:
+        """The takeover's kills when it runs: its follower in daphne hears worker processes' parts through Redis."""
+        if parts not in ("all", "takeover"):
+            return None
+        if redis:
+            return sizes.kills
+        if parts == "takeover":
+            raise CommandError("The takeover needs a Redis URL (--redis or REDIS_URL): its follower in daphne hears "
+                               "the worker processes' parts through the Redis channel layer.")
+        self.stderr.write("Skipping the takeover: it needs a Redis URL (--redis or REDIS_URL).")
+        return None
+
     def _measure(self, *, quick: bool, steps: int, repeats: int, profile: bool, core: bool = True,
-                 fleet: Any = None, redis: str = "", cancels: int | None = None) -> dict:
+                 fleet: Any = None, redis: str = "", cancels: int | None = None, kills: int | None = None) -> dict:
         self._migrated()
         vendor = connection.vendor
         label = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(vendor, vendor)
@@ -171,6 +187,13 @@ class Command(BaseCommand):
             self.stderr.write(f"  cancel to stop, {cancels} running legs cancelled through each door...")
             data["cancel"] = cancel.measure(cancels=cancels, database_url=database_url(), redis_url=redis,
                                             log_dir=Path(tempfile.mkdtemp(prefix="deuz-bench-cancel-")))
+        if kills is not None:
+            from bench import takeover
+            from deuz_project.database_url import database_url
+
+            self.stderr.write(f"  takeover, {kills} workers SIGKILLed mid-run...")
+            data["takeover"] = takeover.measure(kills=kills, database_url=database_url(), redis_url=redis,
+                                                log_dir=Path(tempfile.mkdtemp(prefix="deuz-bench-takeover-")))
         if warning:
             data["side"].append(warning)
         return data

@@ -1,21 +1,25 @@
-"""Workers are real processes here: one is SIGKILLed mid-run, another is frozen past its lease."""
+"""Workers are real processes here: one is SIGKILLed mid-run, and taken over at once though its lease is long;
+one is frozen for less than its lease, and kept; another is frozen past its lease."""
 
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 
 from approvals.models import ApprovalRequest
 from demo.models import SandboxPayment
 from runs.models import Checkpoint, Effect, Leg, Run
+from runs.ownership.liveness import liveness_owners_dead
 from runs.stores.sessions import DatabaseSessionStore
 from tests.factories import make_queued_run, verdict
 from tests.processes import freeze_between_transactions, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
+#: A lease no test waits out: a run taken over under it was taken for its owner's death, not its lease.
+LONG_LEASE = "60"
 
 
 def status(run_id: str) -> str:
@@ -26,16 +30,59 @@ def epochs_and_steps(run_id: str) -> list[tuple[int, int, str]]:
     return list(Checkpoint.objects.filter(session_key=run_id).order_by("id").values_list("owner_epoch", "step_index", "status"))
 
 
+def legs(run_id: str) -> list[tuple[str, int, str]]:
+    return list(Leg.objects.filter(run__run_id=run_id).values_list("kind", "owner_epoch", "worker_id"))
+
+
+def mid_run_beside_another(workers, run_id: str, owner: str, other: str, *, delay_ms: str):
+    """A run that ``owner`` (a long lease, a step streamed every ``delay_ms``) is running past its first
+    checkpoint, and ``other`` (a long lease too) started and claiming beside it."""
+    make_queued_run(run_id)
+    first = workers(owner, DEUZ_LEASE_SECONDS=LONG_LEASE, DEUZ_DEMO_DELAY_MS=delay_ms)
+    wait_until(lambda: Checkpoint.objects.filter(session_key=run_id).exists(), what=f"{owner}'s first checkpoint")
+    second = workers(other, DEUZ_LEASE_SECONDS=LONG_LEASE)
+    wait_until(lambda: not liveness_owners_dead({other}), what=f"{other} to hold its liveness token")
+    assert (status(run_id), Run.objects.get(run_id=run_id).worker_id) == ("running", owner)
+    return first, second
+
+
 def test_a_killed_workers_run_is_finished_by_another_with_no_step_lost_or_repeated(workers):
     make_queued_run("crash-1")
-    first = workers("a", DEUZ_FAULT="after-step-checkpoint:1")
+    first = workers("a", DEUZ_FAULT="after-step-checkpoint:1", DEUZ_LEASE_SECONDS=LONG_LEASE)
     assert first.wait_exit() == -signal.SIGKILL
-    second = workers("b")
-    wait_until(lambda: status("crash-1") == "suspended", what="the second worker to reach the approval")
+    second = workers("b", DEUZ_LEASE_SECONDS=LONG_LEASE)
+    # Well within the lease: b finds a's liveness token free.
+    wait_until(lambda: status("crash-1") == "suspended", timeout=40, what="the second worker to reach the approval")
     second.stop()
     # Epoch 1 closed step 0 and died; epoch 2 went on with step 1 and never redid step 0.
     assert epochs_and_steps("crash-1") == [(1, 0, "running"), (1, 0, "running"), (2, 1, "running"), (2, 1, "suspended")]
     assert list(Leg.objects.filter(run__run_id="crash-1").values_list("kind", "owner_epoch")) == [("start", 1), ("recovery", 2)]
+
+
+def test_a_killed_workers_run_is_taken_over_within_seconds_not_at_its_lease(workers):
+    first, second = mid_run_beside_another(workers, "liveness-1", "a", "b", delay_ms="300")
+    first.signal(signal.SIGKILL)
+    first.wait_exit()
+    killed = time.monotonic()
+    wait_until(lambda: len(legs("liveness-1")) == 2, timeout=30, every=0.05, what="b to take the run over")
+    # Two cores shared with other tests: well under the lease, not the bench's figure (manage.py bench --parts
+    # takeover measures it).
+    assert time.monotonic() - killed < 5
+    assert legs("liveness-1") == [("start", 1, "a"), ("recovery", 2, "b")]
+    wait_until(lambda: status("liveness-1") == "suspended", what="b to reach the approval")
+    second.stop()
+
+
+def test_a_worker_stopped_for_less_than_its_lease_keeps_its_run(workers):
+    paused, other = mid_run_beside_another(workers, "paused-1", "paused", "other", delay_ms="150")
+    freeze_between_transactions(paused, "paused-1")
+    time.sleep(3)  # six looks at the owners of running runs by the other worker
+    assert legs("paused-1") == [("start", 1, "paused")]  # frozen, it still holds its liveness token
+    paused.signal(signal.SIGCONT)
+    wait_until(lambda: status("paused-1") == "suspended", what="the paused worker to reach the approval")
+    other.stop()
+    assert legs("paused-1") == [("start", 1, "paused")]
+    assert {epoch for epoch, _, _ in epochs_and_steps("paused-1")} == {1}
 
 
 def test_a_payment_committed_before_a_crash_is_reconciled_not_repeated(workers):

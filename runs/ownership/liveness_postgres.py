@@ -1,0 +1,83 @@
+"""Liveness on PostgreSQL (runs.ownership.liveness): a session advisory lock on a key derived from the worker id,
+taken on a connection of the holder's own, outside any pool, and kept open for as long as the token is held.
+PostgreSQL drops a session's locks when its connection ends, and a killed process's connections end with it.
+
+A checker never takes the lock (a worker starting again under the same id would find it taken): it reads
+pg_locks, one statement for every owner it asks about. A pooler in transaction mode (PgBouncer) must not sit
+between the holder and the database, since it would hand the session, and its lock, to others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connections
+
+__all__ = ["AdvisoryLockLiveness", "liveness_key"]
+
+#: How long a holder tries for its lock before saying another session holds the worker id.
+_HOLD_SECONDS = 2.0
+
+
+def liveness_key(worker_id: str) -> int:
+    """The advisory lock's key of ``worker_id``: 64 bits of a digest, as the signed bigint PostgreSQL takes."""
+    digest = hashlib.blake2b(b"deuz-liveness\0" + worker_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class AdvisoryLockLiveness:
+    """The liveness tokens of the workers of the default PostgreSQL database."""
+
+    def hold(self, worker_id: str) -> Any:
+        """A new connection holding the worker's lock; the lock lasts until it is closed (or the process ends).
+        Raises RuntimeError when another live session holds the id."""
+        import psycopg
+
+        params = connections[DEFAULT_DB_ALIAS].get_connection_params()
+        params.pop("cursor_factory", None)
+        holder = psycopg.connect(autocommit=True, **params)
+        deadline = time.monotonic() + _HOLD_SECONDS
+        try:
+            while not holder.execute("SELECT pg_try_advisory_lock(%s)", [liveness_key(worker_id)]).fetchone()[0]:
+                if time.monotonic() > deadline:  # a killed holder's backend may take a moment to notice
+                    raise RuntimeError(f"Another live session holds the worker id {worker_id!r}.")
+                time.sleep(0.05)
+        except BaseException:
+            holder.close()
+            raise
+        return holder
+
+    def is_held(self, worker_id: str, holder: Any, *, ping: bool = False) -> bool:
+        """Whether ``holder`` is still up (asked of the server with ``ping``; else as far as psycopg knows)."""
+        if holder.closed or holder.broken:
+            return False
+        if ping:
+            try:
+                holder.execute("SELECT 1")
+            except Exception:  # the server ended the session (a restart, a timeout): its lock went with it
+                return False
+        return True
+
+    def release(self, worker_id: str, holder: Any) -> None:
+        """Unlock, then close: a closed session's locks go only once its backend has seen the close."""
+        try:
+            if not (holder.closed or holder.broken):
+                holder.execute("SELECT pg_advisory_unlock(%s)", [liveness_key(worker_id)])
+        finally:
+            holder.close()
+
+    def dead(self, worker_ids: Iterable[str]) -> set[str]:
+        """The ids whose lock no session of this database holds (pg_locks spells a bigint key as two oids)."""
+        keys = {worker_id: liveness_key(worker_id) % 2**64 for worker_id in worker_ids}
+        if not keys:
+            return set()
+        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute(
+                "SELECT classid::bigint, objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 "
+                "AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+            held = {(high << 32) | low for high, low in cursor.fetchall()}
+        return {worker_id for worker_id, key in keys.items() if key not in held}

@@ -1,0 +1,46 @@
+"""Takeover (bench.takeover): its table, and one tiny run with real daphne and two worker processes on this
+database, the Redis channel layer carrying the parts to the follower. No timings are asserted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from bench import takeover
+from bench.fleet import BENCH_ENV
+from bench.report import takeover_table
+from tests.bench.fleets import fleet_on_test_database
+
+
+def _results(p99: float) -> dict:
+    part = {"kills": 20, "bar_ms": 1000.0, "lease_seconds": 15, "recovered_by": ["recovery"],
+            "latency_ms": {"n": 20, "p50": 200.0, "p99": p99, "max": p99, "mean": 250.0},
+            "breakdown_ms": {"to_claim": 120.0, "claim_to_part": 80.0, "part_to_follower": 2.0}}
+    return {"databases": [{"label": "SQLite", "takeover": part}]}
+
+
+def test_the_takeover_table_says_ok_under_the_bar():
+    row = next(line for line in takeover_table(_results(999.0)) if line.startswith("| SQLite"))
+    assert "| ok |" in row and "| 15 s |" in row and "recovery" in row
+
+
+def test_the_takeover_table_says_by_how_much_the_bar_is_missed():
+    assert "MISSED by 14000.0 ms (15.0x)" in "\n".join(takeover_table(_results(15000.0)))
+
+
+def test_without_the_takeover_part_there_is_no_takeover_table():
+    assert takeover_table({"databases": [{"label": "SQLite"}]}) == []
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="the follower hears the workers' parts through Redis")
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(300)
+def test_the_takeover_part_runs_end_to_end_at_a_tiny_size(tmp_path: Path):
+    with fleet_on_test_database(tmp_path, redis_url=settings.REDIS_URL, workers=2, concurrency=2,
+                                env=BENCH_ENV) as fleet:
+        measured = takeover.measure_on(fleet, kills=1)
+    assert measured["latency_ms"]["n"] == 1 and measured["recovered_by"] == ["recovery"]
+    # Each kill's worker was started again: the fleet still has two.
+    assert len(fleet.workers) == 2
