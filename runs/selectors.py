@@ -4,13 +4,14 @@ Plain reads only; what people are shown (states, timelines, receipts) is compose
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Max, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from runs.errors import RunNotFound, ThreadNotFound
-from runs.models import Checkpoint, Effect, EffectStopSwitch, EffectTransition, Leg, Run, Thread
+from runs.models import Checkpoint, Effect, EffectStopSwitch, EffectTransition, JournalEntry, Leg, Run, Thread
 from runs.runtime.codec import decode_value
 from runs.runtime.types import AgentCheckpoint, Message
 from runs.stores import get_store
@@ -29,6 +30,7 @@ __all__ = [
     "run_latest_checkpoint_row",
     "run_latest_messages",
     "run_leg_list",
+    "run_leg_signs_of_life",
     "run_list",
     "thread_get",
     "thread_history",
@@ -122,6 +124,27 @@ def run_effect_list(*, run: Run) -> list[dict[str, Any]]:
 def run_journal_count(*, run: Run) -> int:
     """How many parts the run's journal holds."""
     return run.journal.filter(is_sentinel=False).count()
+
+
+def run_leg_signs_of_life(*, run: Run, epochs: list[int]) -> dict[int, tuple[datetime, int | None]]:
+    """For each owner epoch of ``epochs`` that wrote anything, when it last wrote a journal part or a checkpoint,
+    and the last step of the run (not of a sub-agent) it checkpointed (None if none)."""
+    if not epochs:
+        return {}
+    seen: dict[int, tuple[datetime, int | None]] = {}
+    parts = (JournalEntry.objects.filter(run=run, owner_epoch__in=epochs).values("owner_epoch")
+             .annotate(at=Max("created_at")).order_by())
+    for row in parts:
+        seen[row["owner_epoch"]] = (row["at"], None)
+    checkpoints = (Checkpoint.objects.filter(run=run, owner_epoch__in=epochs).values("owner_epoch")
+                   .annotate(at=Max("recorded_at"), step=Max("step_index", filter=Q(session_key=run.run_id)))
+                   .order_by())
+    for row in checkpoints:
+        at = row["at"]
+        if row["owner_epoch"] in seen:
+            at = max(at, seen[row["owner_epoch"]][0])
+        seen[row["owner_epoch"]] = (at, row["step"])
+    return seen
 
 
 def effect_transition_list(*, effect: Effect) -> list[EffectTransition]:

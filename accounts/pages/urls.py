@@ -8,7 +8,7 @@ from accounts.pages import views
 
 urlpatterns = [
     path("accounts/login/", views.SignInView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", views.SignOutView.as_view(), name="logout"),
     path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(),
          name="password_change_done"),

@@ -25,11 +25,14 @@ from accounts.services import token_create, token_revoke
 from approvals.roles import approval_is_decidable_by
 from runs.access import VIEW_EVERY_RUN
 
-__all__ = ["SignInView", "home_url_for", "token_page", "token_revoke_page"]
+__all__ = ["SignInView", "SignOutView", "home_url_for", "token_page", "token_revoke_page"]
 
 
 def home_url_for(user: Any) -> str:
-    """Where ``user``'s work is: reviewers the console, support staff and API users the runs, bare staff the admin."""
+    """Where ``user``'s work is (the README's demo logins): superusers the admin, reviewers the console, support
+    staff and API users the runs, bare staff the admin."""
+    if user.is_superuser:  # may decide too, but the admin is where everything else is (issue 24)
+        return reverse("admin:index")
     if approval_is_decidable_by(user=user):
         return reverse("console:queue")
     if user.has_perm(VIEW_EVERY_RUN) or not user.is_staff:
@@ -45,6 +48,16 @@ class SignInView(auth_views.LoginView):
 
     def get_default_redirect_url(self) -> str:
         return home_url_for(self.request.user)
+
+
+class SignOutView(auth_views.LogoutView):
+    """Django's logout view, which signs out on POST only (a link or an image on another site must not sign anyone
+    out); a GET, a bookmarked /accounts/logout/ say, shows a page with the sign-out button instead of a bare 405."""
+
+    http_method_names = ["get", "head", "post", "options"]
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return render(request, "registration/sign_out.html")
 
 
 @login_required

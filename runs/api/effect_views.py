@@ -96,7 +96,13 @@ class EffectMetricsSerializer(serializers.Serializer):
     duplicate_effects = serializers.IntegerField()
     oldest_unknown_outcome_seconds = serializers.FloatField(allow_null=True)
     unknown_outcomes = serializers.IntegerField()
-    recovery_completion_seconds = RecoveryTimeSerializer()
+    recovery_completion_seconds = RecoveryTimeSerializer(
+        help_text="For each recovery leg (a new owner continuing a run whose worker died), from the dead leg's last "
+                  "journal part or checkpoint to the recovery leg's first checkpoint or its end; recoveries still "
+                  "under way are not counted yet (the latest 1000).")
+    reconciliation_completion_seconds = RecoveryTimeSerializer(
+        help_text="For each effect whose outcome was established by reconciliation or a person, from its first "
+                  "attempt to that outcome (the latest 1000).")
     expired_approvals = serializers.IntegerField()
     manual_reconciliations = serializers.IntegerField()
     cross_run_replays = serializers.IntegerField(

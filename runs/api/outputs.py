@@ -17,6 +17,7 @@ from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
 from runs.models import Effect, Leg, Run, Thread
+from runs.presenters.leg_ends import LegEnd
 from runs.presenters.outcome import OUTCOME_KINDS, Outcome
 from runs.runtime.codec import encode_value
 from runs.runtime.usage import normalize_usage
@@ -26,6 +27,7 @@ __all__ = [
     "ApprovalRequestSerializer",
     "EffectSerializer",
     "ErrorSerializer",
+    "LegInterruptionSerializer",
     "LegSerializer",
     "MessageSerializer",
     "RunDetail",
@@ -65,7 +67,7 @@ class RunDetail(RunSummary):
 
     input_messages: list[dict[str, Any]]
     pending_approvals: list[dict[str, Any]]
-    legs: Sequence[Leg]
+    legs: Sequence[LegEnd]
     effects: list[dict[str, Any]]
 
 
@@ -164,13 +166,32 @@ class AgentCheckpointSerializer(_CodecDictSerializer):
 # --------------------------------------------------------------------------- runs
 
 
+class LegInterruptionSerializer(serializers.Serializer):
+    """How a leg whose worker died ended (runs.presenters.leg_ends): its ``ended_at`` stays null, as stored."""
+
+    last_seen_at = serializers.DateTimeField(help_text="Its last sign of life: its last journal part or checkpoint.")
+    detected_at = serializers.DateTimeField(
+        help_text="When its death was detected: the next leg's start, or the run's last change when none followed.")
+    last_step = serializers.IntegerField(allow_null=True, help_text="The last step it checkpointed; null if none.")
+    gap_seconds = serializers.FloatField(help_text="From its last sign of life to the detection.")
+    next_leg = serializers.IntegerField(source="next_leg_number", allow_null=True,
+                                        help_text="The number of the leg that went on; null if none did.")
+
+
 class LegSerializer(serializers.ModelSerializer):
+    """A leg of the run, read from a runs.presenters.leg_ends.LegEnd (the leg's fields, as stored, and how it
+    ended)."""
+
     usage = UsageSerializer()
+    interruption = LegInterruptionSerializer(
+        allow_null=True, read_only=True,
+        help_text="Null unless the leg was interrupted: its worker died (ended_at stays null) and a later leg "
+        "went on, or the run stopped running.")
 
     class Meta:
         model = Leg
         fields = ["number", "kind", "owner_epoch", "worker_id", "started_at", "ended_at", "finish_reason", "usage",
-                  "error"]
+                  "error", "interruption"]
         read_only_fields = fields
 
 

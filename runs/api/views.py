@@ -68,6 +68,7 @@ from runs.api.schema import (
 )
 from runs.errors import RunNotFound
 from runs.models import Run
+from runs.presenters.leg_ends import run_leg_ends
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_approvals_told, run_list_outcome, run_outcome_get
 from runs.selectors import (
     run_checkpoint_list,
@@ -107,7 +108,7 @@ def _run_detail(run: Run) -> RunDetail:
         approvals=run_approvals_told(approval_run_list(run=run)),
         input_messages=run_input_messages(run),
         pending_approvals=[request.as_request() for request in approval_pending_list(run=run)],
-        legs=run_leg_list(run=run),
+        legs=run_leg_ends(run, list(run_leg_list(run=run))),
         effects=run_effect_list(run=run),
     )
 

@@ -8,7 +8,10 @@ user may not read answers 404, so run ids cannot be probed.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,6 +19,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views import defaults
 from django.views.decorators.http import require_POST, require_safe
 
 from runs.access import effect_is_resolvable_by, run_is_cancellable_by, run_is_readable_by, runs_readable_by
@@ -31,6 +35,20 @@ from runs.services.resolution import effect_resolve
 __all__ = ["effect_resolve_submit", "run_cancel_page", "run_detail", "run_list_page", "run_live"]
 
 RUNS_PER_PAGE = 50
+
+
+def _not_found_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Answer the site's own 404 page (templates/404.html) for a run the user may not read, even with DEBUG on,
+    where Django would show its technical page listing every URL pattern (issue 24)."""
+
+    @functools.wraps(view)
+    def answer(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except Http404 as exc:
+            return defaults.page_not_found(request, exc)
+
+    return answer
 
 
 def _readable_run(request: HttpRequest, run_id: str) -> Run:
@@ -67,6 +85,7 @@ def run_list_page(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@_not_found_page
 @require_safe
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     """The run's timeline: its state box, outcome, semantic steps, story, legs, effects, technical records."""
@@ -81,6 +100,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 @login_required
+@_not_found_page
 @require_POST
 def run_cancel_page(request: HttpRequest, run_id: str) -> HttpResponse:
     """Cancel the run (its creator, or whoever may cancel every run); back to its page with what happened."""
@@ -101,6 +121,7 @@ def run_cancel_page(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 @login_required
+@_not_found_page
 @require_safe
 def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
     """The run's transcript, streamed by runs/static/runs/deuz-stream.js (SSE, or ``?transport=websocket``), with
@@ -112,6 +133,7 @@ def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 @login_required
+@_not_found_page
 @require_POST
 def effect_resolve_submit(request: HttpRequest, run_id: str, operation_id: str) -> HttpResponse:
     """Resolve one effect as the signed-in reviewer; any refusal is shown on the run's page, never a 500."""

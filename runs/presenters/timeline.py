@@ -17,6 +17,7 @@ from approvals.models import ApprovalRequest
 from approvals.selectors import approval_run_list
 from runs.errors import SealedDataError
 from runs.models import Checkpoint, Effect, Leg, Run
+from runs.presenters.leg_ends import LegEnd, interruption_text, run_leg_ends
 from runs.presenters.outcome import Outcome, run_first_request, run_outcome
 from runs.presenters.plain_text import actor_name
 from runs.presenters.state import PeopleState, run_people_state
@@ -141,11 +142,13 @@ def _run_end_steps(run: Run, legs: list[Leg]) -> list[RunStep]:
 
 
 def run_step_list(*, run: Run, requests: list[ApprovalRequest] | None = None, effects: list[Effect] | None = None,
-                  legs: list[Leg] | None = None) -> list[RunStep]:
-    """The run's semantic steps in the order they happened, from its approval requests, effects, legs and row."""
+                  legs: list[Leg] | None = None, leg_ends: list[LegEnd] | None = None) -> list[RunStep]:
+    """The run's semantic steps in the order they happened, from its approval requests, effects, legs and row;
+    each interrupted leg is a step at its last sign of life, with the gap until its recovery."""
     requests = approval_run_list(run=run) if requests is None else requests
     effects = list(run_effect_rows(run=run)) if effects is None else effects
     legs = list(run_leg_list(run=run)) if legs is None else legs
+    leg_ends = run_leg_ends(run, legs) if leg_ends is None else leg_ends
     paths = {request.tool_call_id: tuple(request.agent_path or ()) for request in requests}
     by_call: dict[str, list[Effect]] = defaultdict(list)
     for effect in effects:
@@ -164,6 +167,10 @@ def run_step_list(*, run: Run, requests: list[ApprovalRequest] | None = None, ef
     for leg in legs:
         if leg.finish_reason == "retry":  # its error is "Retry scheduled at ..., attempt k of n: why"
             steps.append(RunStep("retry_scheduled", "Retry scheduled", leg.error, leg.ended_at))
+    for end in leg_ends:
+        if end.is_interrupted:
+            steps.append(RunStep("interrupted", f"Interrupted: leg {end.leg.number}", interruption_text(end, run),
+                                 end.last_seen_at))
     steps.extend(_run_end_steps(run, legs))
     return _in_time_order(steps)
 
@@ -374,6 +381,7 @@ class RunPage:
     steps: list[RunStep]
     story: list[StoryStep]
     legs: list[Leg]
+    leg_ends: list[LegEnd]
     effects: list[Effect]
     checkpoints: list[Checkpoint]
     journal_count: int
@@ -385,6 +393,7 @@ def run_page_get(*, run_id: str | None = None, run: Run | None = None) -> RunPag
     """One run with its people-facing state, outcome, semantic steps, story, legs, effects and technical records."""
     run = run_get(run_id=run_id) if run is None else run
     legs = list(run_leg_list(run=run))
+    leg_ends = run_leg_ends(run, legs)
     effects = list(run_effect_rows(run=run))
     requests = approval_run_list(run=run)
     rows = list(run_checkpoint_rows(run=run))
@@ -395,9 +404,10 @@ def run_page_get(*, run_id: str | None = None, run: Run | None = None) -> RunPag
         state=state,
         outcome=run_outcome(run, state=state, effects=effects, requests=requests),
         request_text=run_first_request(run),
-        steps=run_step_list(run=run, requests=requests, effects=effects, legs=legs),
+        steps=run_step_list(run=run, requests=requests, effects=effects, legs=legs, leg_ends=leg_ends),
         story=_story(run, histories, requests, effects),
         legs=legs,
+        leg_ends=leg_ends,
         effects=effects,
         checkpoints=rows,
         journal_count=run_journal_count(run=run),

@@ -12,9 +12,10 @@ const announcer = () => document.getElementById("live-announcement");
 
 /**
  * Follow `topics` (an array) and call `onFrame({topic, event, run_id, status})` for each change; `onOpen(isReconnect)`
- * runs on every (re)connection, since changes while disconnected were not sent. Returns `{close()}`.
+ * runs on every (re)connection, since changes while disconnected were not sent; `onDrop(delayMs)` when the
+ * connection is lost (or a reconnection fails) and is tried again in `delayMs`. Returns `{close()}`.
  */
-export function liveSubscribe(topics, { onFrame, onOpen, onRefused } = {}) {
+export function liveSubscribe(topics, { onFrame, onOpen, onRefused, onDrop } = {}) {
   const address = new URL("/ws/live/", location.href);
   address.protocol = address.protocol.replace(/^http/, "ws");
   for (const topic of topics) address.searchParams.append("topic", topic);
@@ -37,6 +38,7 @@ export function liveSubscribe(topics, { onFrame, onOpen, onRefused } = {}) {
       if (FATAL_CLOSE_CODES.has(event.code)) { onRefused?.(event.code); return; }
       // Backoff with jitter, so a restarted server is not met by every open page at once.
       const delay = Math.min(15000, 500 * 2 ** attempt++) * (0.5 + Math.random() / 2);
+      onDrop?.(delay);
       setTimeout(connect, delay);
     };
   }
@@ -120,6 +122,45 @@ export function refresher(apply) {
   };
 }
 
+/**
+ * The notice a live page shows while it is not live (the live transcript's words): "Connection lost; reconnecting
+ * in 2.0 s…", so nobody reads a page that stopped updating as current. Hidden while connected.
+ */
+function connectionNotice(main) {
+  const notice = document.createElement("p");
+  notice.id = "live-connection";
+  notice.className = "status";
+  notice.setAttribute("role", "status");
+  notice.hidden = true;
+  main.prepend(notice);
+  let isDown = false;
+  return {
+    drop(delayMs) {
+      const wasDown = isDown;
+      isDown = true;
+      notice.dataset.state = "reconnecting";
+      notice.textContent = `Connection lost; reconnecting in ${(delayMs / 1000).toFixed(1)} s… `
+        + "What this page shows may be out of date until then.";
+      notice.hidden = false;
+      if (!wasDown) announce(["Connection lost; this page stopped updating"]);
+    },
+    refused() {
+      isDown = true;
+      notice.dataset.state = "refused";
+      notice.textContent = "Live updates stopped: sign in again and reload this page.";
+      notice.hidden = false;
+      announce([notice.textContent]);
+    },
+    restore() {
+      if (!isDown) return;
+      isDown = false;
+      notice.hidden = true;
+      notice.textContent = "";
+      delete notice.dataset.state;
+    },
+  };
+}
+
 // Pages that name their topics follow them on their own.
 const main = document.querySelector("main[data-live-topic]");
 if (main) {
@@ -127,13 +168,22 @@ if (main) {
     announce(applyRegions(doc));
     document.dispatchEvent(new CustomEvent("deuz:live-refreshed"));
   });
+  const notice = connectionNotice(main);
   main.dataset.liveState = "connecting";
   liveSubscribe(main.dataset.liveTopic.split(/\s+/).filter(Boolean), {
     onFrame: refresh,
     onOpen(isReconnect) {
       main.dataset.liveState = "live";
+      notice.restore();
       if (isReconnect) refresh(); // what changed while the connection was down was not sent
     },
-    onRefused(code) { main.dataset.liveState = `refused-${code}`; },
+    onDrop(delayMs) {
+      main.dataset.liveState = "reconnecting";
+      notice.drop(delayMs);
+    },
+    onRefused(code) {
+      main.dataset.liveState = `refused-${code}`;
+      notice.refused();
+    },
   });
 }

@@ -1,5 +1,6 @@
 """The live run page in headless Chromium against a real `manage.py serve`: a reload or a dead worker mid-stream
-loses and repeats nothing on the page."""
+loses and repeats nothing on the page. The run's timeline keeps its record counters live, and says when its live
+connection is lost."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from approvals.roles import SUPPORT_GROUP
 from runs.models import Run
-from runs.selectors import run_checkpoint_list, run_get
+from deuz_project.database_url import database_url
+from runs.selectors import run_checkpoint_list, run_checkpoint_rows, run_get, run_journal_count
 from runs.stores.streams import DatabaseStreamStateStore
+from tests.browser.serving import ServeProcess
+from tests.environment import PRODUCTION_ENV, clean_env
 from tests.factories import make_queued_run, make_user
 from tests.processes import WorkerProcess
 
@@ -135,3 +139,48 @@ def test_the_live_page_sends_a_visitor_without_a_login_to_sign_in(client):
 def test_the_live_page_of_an_unknown_run_is_not_found(client):
     client.force_login(make_user("ada"))
     assert client.get("/runs/no-such-run/live/").status_code == 404
+
+
+# ------------------------------------------------------------------------------------------- the run's timeline
+
+RECORD_COUNTS = "return document.getElementById('run-record-counts').textContent"
+
+
+def record_counts(run_id: str) -> str:
+    run = run_get(run_id=run_id)
+    parts, checkpoints = run_journal_count(run=run), len(run_checkpoint_rows(run=run))
+    return f"{parts} journal part{'s' if parts != 1 else ''}, {checkpoints} checkpoint{'s' if checkpoints != 1 else ''}"
+
+
+@pytest.mark.browser
+def test_the_timelines_record_counters_follow_the_run_live(serve, viewer, browser):
+    server = serve("--workers", "1")
+    page_url = f"{server}runs/live-counters/"
+    log_in(browser, f"{server}runs/")
+    make_queued_run("live-counters", user=viewer)
+    browser.get(page_url)
+    opened_with = browser.execute_script(RECORD_COUNTS)
+    WebDriverWait(browser, 60, poll_frequency=0.1).until(
+        lambda driver: driver.find_element(By.ID, "state-box").get_attribute("data-state") == "waiting")
+    assert opened_with != record_counts("live-counters")  # opened mid-run, before the run's last records
+    WebDriverWait(browser, 10, poll_frequency=0.1).until(
+        lambda driver: driver.execute_script(RECORD_COUNTS) == record_counts("live-counters"))
+
+
+@pytest.mark.browser
+def test_a_timeline_whose_live_connection_drops_says_so(transactional_db, viewer, browser):
+    environment = clean_env(DATABASE_URL=database_url(), **PRODUCTION_ENV)
+    server = ServeProcess("--workers", "0", env=environment)
+    try:
+        make_queued_run("live-drop", user=viewer)
+        log_in(browser, f"{server.url}runs/live-drop/")
+        notice = browser.find_element(By.ID, "live-connection")
+        WebDriverWait(browser, 30, poll_frequency=0.1).until(
+            lambda driver: driver.find_element(By.ID, "main").get_attribute("data-live-state") == "live")
+        assert not notice.is_displayed()
+        server.stop()
+        WebDriverWait(browser, 30, poll_frequency=0.1).until(lambda driver: notice.is_displayed())
+    finally:
+        server.stop()
+    assert notice.text.startswith("Connection lost; reconnecting in ")
+    assert notice.get_attribute("data-state") == "reconnecting" and notice.get_attribute("role") == "status"

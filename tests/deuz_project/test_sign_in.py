@@ -15,7 +15,7 @@ def sign_in(client: Client, username: str, next_url: str = ""):
 @pytest.mark.parametrize(
     ("role", "lands_on"),
     [("plain", "/runs/"), ("owner", "/runs/"), ("support", "/runs/"), ("reviewer", "/console/"),
-     ("staff", "/admin/"), ("superuser", "/console/")],
+     ("staff", "/admin/"), ("superuser", "/admin/")],
 )
 def test_each_role_signs_in_at_the_sites_page_and_lands_where_its_work_is(client, users, role, lands_on):
     response = sign_in(client, users[role].username)
@@ -74,9 +74,12 @@ def test_signing_out_ends_the_session(browser_for):
     assert client.get("/console/").status_code == 302
 
 
-def test_signing_out_needs_a_post(browser_for):
+def test_signing_out_by_get_shows_a_page_with_the_sign_out_button_and_signs_no_one_out(browser_for):
     client = browser_for("reviewer")
-    assert client.get("/accounts/logout/").status_code == 405
+    response = client.get("/accounts/logout/")
+    html = response.content.decode()
+    assert response.status_code == 200 and "You are signed in as rita" in html
+    assert html.count('<form method="post" action="/accounts/logout/"') == 2  # the header's and the page's
     assert client.get("/console/").status_code == 200
 
 

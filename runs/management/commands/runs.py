@@ -23,6 +23,7 @@ from runs.presenters.plain_text import message_text, one_line, table, when
 from runs.services.resolution import RESOLVE_ACTIONS, effect_resolve
 from runs.errors import RunNotFound, RunNotResumable, SealedDataError, UnknownAgent
 from runs.models import Run
+from runs.presenters.leg_ends import interruption_text, run_leg_ends
 from runs.presenters.progress import JournalProgress, ProgressEvent
 from runs.presenters.receipt import run_receipt
 from runs.presenters.state import run_people_state
@@ -204,11 +205,16 @@ class Command(BaseCommand):
                 self._write_approval(request)
         out.write("")
         out.write("Legs")
+        ends = run_leg_ends(run, legs)  # a dead worker's leg ends "interrupted", when that was detected
         out.write(_indent(table(
             ["#", "KIND", "EPOCH", "WORKER", "STARTED", "ENDED", "FINISH", "ERROR"],
-            [(leg.number, leg.kind, leg.owner_epoch, leg.worker_id, leg.started_at, leg.ended_at,
-              leg.finish_reason or "-", one_line(leg.error, limit=50) if leg.error else "-") for leg in legs],
+            [(end.leg.number, end.leg.kind, end.leg.owner_epoch, end.leg.worker_id, end.leg.started_at,
+              end.end_at or "running", end.finish or "-",
+              one_line(end.leg.error, limit=50) if end.leg.error else "-") for end in ends],
         )))
+        for end in ends:
+            if end.is_interrupted:
+                out.write(f"  Leg {end.leg.number} interrupted: {interruption_text(end, run)}")
         out.write("")
         out.write("Effects")
         out.write(_indent(table(

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from runs.models import Effect, EffectTransition
+from runs.models import Checkpoint, Effect, EffectTransition, JournalEntry, Leg
 from tests.factories import make_run, make_suspended_run, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,8 +63,38 @@ def test_a_resolution_counts_as_a_manual_reconciliation_and_a_recovery(needs_rev
                          format="json")
     drain_runs()
     body = metrics(reviewer_client)
-    assert (body["manual_reconciliations"], body["recovery_completion_seconds"]["count"]) == (1, 1)
-    assert body["recovery_completion_seconds"]["max"] >= 0
+    assert (body["manual_reconciliations"], body["reconciliation_completion_seconds"]["count"]) == (1, 1)
+    assert body["reconciliation_completion_seconds"]["max"] >= 0
+
+
+def _leg(run, number: int, kind: str, *, started: int, ended: int | None = None, checkpoint: int | None = None,
+         part: int | None = None) -> None:
+    """Leg ``number`` of ``run`` (owner epoch = number), its times in seconds after T0; with a checkpoint and a
+    journal part of its epoch at those seconds."""
+    leg = Leg.objects.create(run=run, number=number, kind=kind, owner_epoch=number, worker_id=f"w{number}")
+    Leg.objects.filter(pk=leg.pk).update(started_at=T0 + timedelta(seconds=started),
+                                         ended_at=None if ended is None else T0 + timedelta(seconds=ended))
+    if checkpoint is not None:
+        row = Checkpoint.objects.create(run=run, session_key=run.run_id, step_index=number, status="running",
+                                        message_count=1, created_at_ms=0, owner_epoch=number)
+        Checkpoint.objects.filter(pk=row.pk).update(recorded_at=T0 + timedelta(seconds=checkpoint))
+    if part is not None:
+        entry = JournalEntry.objects.create(run=run, seq=number, part="{}", owner_epoch=number)
+        JournalEntry.objects.filter(pk=entry.pk).update(created_at=T0 + timedelta(seconds=part))
+
+
+T0 = timezone.now() - timedelta(hours=1)
+
+
+def test_every_recovery_leg_counts_from_the_dead_legs_last_sign_to_its_first_checkpoint(reviewer_client):
+    run = make_run("r-crashes")
+    _leg(run, 1, "start", started=0, checkpoint=5, part=7)  # died; last seen at 7 (a journal part)
+    _leg(run, 2, "recovery", started=20, checkpoint=21, part=30)  # confirmed at 21: 14 s; died, last seen at 30
+    _leg(run, 3, "recovery", started=40, ended=45)  # no checkpoint, ended at 45: 15 s
+    _leg(run, 4, "retry", started=50, ended=60)  # not a recovery
+    _leg(make_run("r-recovering"), 2, "recovery", started=0)  # still under way: not counted yet
+    body = metrics(reviewer_client)["recovery_completion_seconds"]
+    assert (body["count"], body["max"], body["mean"]) == (2, 15.0, 14.5)
 
 
 def test_a_request_past_its_expiry_counts_as_an_expired_approval(drain_runs, reviewer_client):

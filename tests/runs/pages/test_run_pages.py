@@ -61,6 +61,18 @@ def test_an_unknown_run_is_404(support):
     assert support.get("/runs/no-such-run/").status_code == 404
 
 
+@pytest.mark.parametrize("path", ["/runs/r1/", "/runs/r1/live/"])
+def test_with_debug_on_anothers_run_answers_the_sites_404_page_not_djangos_url_list(browser_for, users, settings,
+                                                                                    path):
+    settings.DEBUG = True
+    make_queued_run("r1", user=users["owner"])
+    assert browser_for("owner").get(path).status_code == 200  # its creator reads it
+    response = browser_for("plain").get(path)
+    html = response.content.decode()
+    assert response.status_code == 404 and "<h1>Not found</h1>" in html
+    assert "URLconf" not in html and "urlpatterns" not in html.lower()
+
+
 def test_the_live_page_keeps_its_route(support):
     make_queued_run("r1")
     response = support.get("/runs/r1/live/")
