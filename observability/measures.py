@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from django.db.models import Count, F, FloatField, IntegerField, Min, OuterRef, Subquery, Sum
+from django.db.models import Count, F, FloatField, IntegerField, Min, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -24,8 +24,8 @@ from approvals.models import ApprovalRequest
 from notifications.models import OutboxMessage
 from observability.models import Tally
 from observability.tallies import STEP_BUCKETS
-from runs.models import JournalEntry, Leg, Run
-from runs.presenters.metrics import effect_metrics
+from runs.models import Leg, Run
+from runs.presenters.metrics import effect_metrics, recovery_seconds
 from runs.runtime.usage import CACHE_KEYS
 from runs.wire.followers import open_followers
 
@@ -83,20 +83,12 @@ def _legs() -> Iterator[Metric]:
 
 
 def _recovery_histogram() -> Metric:
-    """From the dead leg's last journal part to its continuation's start, for each recovery leg."""
-    dead_leg_last_part = (
-        JournalEntry.objects.filter(run=OuterRef("run"), owner_epoch__lt=OuterRef("owner_epoch"))
-        .order_by("-seq").values("created_at")[:1]
-    )
-    recoveries = (
-        Leg.objects.filter(kind=Leg.Kind.RECOVERY).order_by("-id")
-        .annotate(death=Subquery(dead_leg_last_part)).values_list("started_at", "death")[:RECOVERY_WINDOW]
-    )
-    seconds = [max((started - death).total_seconds(), 0.0) for started, death in recoveries if death is not None]
+    """Each recovery's time, as ``GET /api/metrics/`` measures it (runs.presenters.metrics.recovery_seconds)."""
+    seconds = recovery_seconds(limit=RECOVERY_WINDOW)
     counts = [sum(1 for value in seconds if value <= bound) for bound in RECOVERY_BUCKETS]
     histogram = HistogramMetricFamily(
-        "deuz_recovery_seconds", "From a dead leg's last journal part to the start of the leg that continued it "
-        f"(the latest {RECOVERY_WINDOW} recoveries).",
+        "deuz_recovery_seconds", "From a dead leg's last sign of life to the first checkpoint (or the end) of the leg "
+        f"that continued it (the latest {RECOVERY_WINDOW} recoveries).",
     )
     histogram.add_metric([], [*[(str(bound), count) for bound, count in zip(RECOVERY_BUCKETS, counts)],
                               ("+Inf", len(seconds))], sum_value=sum(seconds))

@@ -30,7 +30,7 @@ from approvals.models import ApprovalRequest
 from runs.models import Checkpoint, Effect, EffectTransition, JournalEntry, Leg
 from runs.selectors import effects_stop_list
 
-__all__ = ["effect_metrics"]
+__all__ = ["effect_metrics", "recovery_seconds"]
 
 _OUTCOMES = {Effect.Status.COMMITTED, Effect.Status.VERIFIED, Effect.Status.FAILED}
 
@@ -47,7 +47,7 @@ def _duplicate_effects() -> int:
     return repeated + sum(group["times"] - 1 for group in same_request)
 
 
-def _recovery_seconds(limit: int = 1000) -> list[float]:
+def recovery_seconds(limit: int = 1000) -> list[float]:
     """For the latest ``limit`` recovery legs whose recovery completed, from the dead leg's last sign of life to
     the recovery leg's first checkpoint or its end, whichever came first."""
     recoveries = list(Leg.objects.filter(kind=Leg.Kind.RECOVERY).order_by("-id")
@@ -113,7 +113,7 @@ def effect_metrics(*, now: datetime | None = None) -> dict[str, Any]:
     oldest = Effect.objects.filter(
         status__in=[Effect.Status.UNKNOWN, Effect.Status.NEEDS_REVIEW], unknown_since__isnull=False
     ).aggregate(since=Min("unknown_since"))["since"]
-    recovery = _recovery_seconds()
+    recovery = recovery_seconds()
     reconciliation = _reconciliation_seconds()
     by_status = dict(Effect.objects.values_list("status").annotate(count=Count("id")).order_by())
     return {
