@@ -195,3 +195,21 @@ def test_an_unauthenticated_call_reads_as_the_documented_401(deuz_client, operat
 
     call = unauthenticated_calls()[operation]
     assert isinstance(call(generated_client(deuz_client, "not-a-key")), Error)
+
+
+def test_a_crashed_and_recovered_run_reads_with_its_interrupted_leg(deuz_client, reviewer_api, workers):
+    import signal
+
+    from tests.processes import wait_until
+
+    user, client = reviewer_api
+    make_queued_run("gen-crash", user=user)
+    first = workers("a", DEUZ_FAULT="after-step-checkpoint:1")
+    assert first.wait_exit() == -signal.SIGKILL
+    second = workers("b")
+    wait_until(lambda: retrieve(deuz_client, client, "gen-crash").status.value == "suspended",
+               what="the recovered run to wait for its approval")
+    second.stop()
+    run = retrieve(deuz_client, client, "gen-crash")
+    assert [leg.kind.value for leg in run.legs] == ["start", "recovery"]
+    assert run.legs[0].interruption is not None and run.legs[1].interruption is None
