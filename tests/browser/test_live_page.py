@@ -7,6 +7,7 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -160,7 +161,8 @@ def test_the_timelines_record_counters_follow_the_run_live(serve, viewer, browse
     make_queued_run("live-counters", user=viewer)
     browser.get(page_url)
     opened_with = browser.execute_script(RECORD_COUNTS)
-    WebDriverWait(browser, 60, poll_frequency=0.1).until(
+    # A live update replaces the state box: an element found just before it may be gone when read.
+    WebDriverWait(browser, 60, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda driver: driver.find_element(By.ID, "state-box").get_attribute("data-state") == "waiting")
     assert opened_with != record_counts("live-counters")  # opened mid-run, before the run's last records
     WebDriverWait(browser, 10, poll_frequency=0.1).until(
