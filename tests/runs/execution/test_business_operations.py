@@ -81,6 +81,24 @@ def final_text(run_id: str) -> str:
     return " ".join(part.get("text", "") for part in last["content"]) if isinstance(last["content"], list) else last["content"]
 
 
+
+def console_page(user, path: str) -> str:
+    """The console page at /console/``path``/ as ``user`` sees it (``""`` is the queue)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client.get(f"/console/{path}/".replace("//", "/")).content.decode()
+
+
+def paid_then_asked_again(drain_runs, settings, agent: str, run_id: str) -> ApprovalRequest:
+    """r-a paid exp-2077; then ``agent`` (a factory of this module) is asked the same, under ``run_id``."""
+    settings.DEUZ_AGENTS = {**settings.DEUZ_AGENTS, agent: f"tests.runs.execution.test_business_operations.{agent}_agent"}
+    make_paid_run(drain_runs, "r-a")
+    run_start(agent=agent, messages=REIMBURSE, run_id=run_id)
+    drain_runs()
+    return ApprovalRequest.objects.get(run__run_id=run_id)
+
 def test_two_runs_paying_the_same_expense_make_one_payment(drain_runs):
     make_paid_run(drain_runs, "r-a")
     make_paid_run(drain_runs, "r-b")
@@ -205,17 +223,8 @@ def test_a_run_meeting_an_operation_that_needs_review_goes_on_once_a_person_reso
 
 
 def test_another_amount_under_the_same_key_is_a_visible_conflict(drain_runs, settings, reviewer):
-    from django.test import Client
-
-    settings.DEUZ_AGENTS = {**settings.DEUZ_AGENTS,
-                            "overpaying": "tests.runs.execution.test_business_operations.overpaying_agent"}
-    make_paid_run(drain_runs, "r-a")
-    run_start(agent="overpaying", messages=REIMBURSE, run_id="r-c")
-    drain_runs()
-    request = ApprovalRequest.objects.get(run__run_id="r-c")
-    client = Client()
-    client.force_login(reviewer)
-    page = client.get(f"/console/r-c/{request.approval_id}/").content.decode()
+    request = paid_then_asked_again(drain_runs, settings, "overpaying", "r-c")
+    page = console_page(reviewer, f"r-c/{request.approval_id}")
     assert "Recorded for other arguments" in page and "this request would be refused as a conflict" in page
     verdict(request)
     drain_runs()
@@ -253,33 +262,20 @@ def test_the_metrics_count_the_cross_run_replay(drain_runs, reviewer_client):
 
 
 def test_the_console_shows_the_existing_payment_before_anyone_approves(drain_runs, reviewer):
-    from django.test import Client
-
     make_paid_run(drain_runs, "r-a")
     request = make_suspended_run(drain_runs, "r-b")
     assert request.operation_id == OPERATION
-    client = Client()
-    client.force_login(reviewer)
-    page = client.get(f"/console/r-b/{request.approval_id}/").content.decode()
+    page = console_page(reviewer, f"r-b/{request.approval_id}")
     assert "Already performed by run" in page and "r-a" in page and "nothing is performed again" in page
     assert "would be refused as a conflict" not in page  # the same request: replayed, not refused
     assert "tx-" in page
-    queue = client.get("/console/").content.decode()
+    queue = console_page(reviewer, "")
     assert "Already performed by run" in queue
 
 
 def test_the_console_judges_a_conflict_by_the_fingerprint_as_the_ledger_does(drain_runs, reviewer, settings):
-    from django.test import Client
-
-    settings.DEUZ_AGENTS = {**settings.DEUZ_AGENTS,
-                            "noting": "tests.runs.execution.test_business_operations.noting_agent"}
-    make_paid_run(drain_runs, "r-a")
-    run_start(agent="noting", messages=REIMBURSE, run_id="r-n")
-    drain_runs()
-    request = ApprovalRequest.objects.get(run__run_id="r-n")
-    client = Client()
-    client.force_login(reviewer)
-    page = client.get(f"/console/r-n/{request.approval_id}/").content.decode()
+    request = paid_then_asked_again(drain_runs, settings, "noting", "r-n")
+    page = console_page(reviewer, f"r-n/{request.approval_id}")
     assert "Already performed by run" in page and "would be refused as a conflict" not in page
     verdict(request)
     drain_runs()
@@ -287,11 +283,7 @@ def test_the_console_judges_a_conflict_by_the_fingerprint_as_the_ledger_does(dra
 
 
 def test_the_console_names_the_other_runs_asking_for_the_same_operation(drain_runs, reviewer):
-    from django.test import Client
-
     make_suspended_run(drain_runs, "r-a")
     second = make_suspended_run(drain_runs, "r-b")
-    client = Client()
-    client.force_login(reviewer)
-    page = client.get(f"/console/r-b/{second.approval_id}/").content.decode()
+    page = console_page(reviewer, f"r-b/{second.approval_id}")
     assert "Also asked by" in page and "r-a" in page and "the first approved is performed" in page
