@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.roles import NOT_DECIDABLE, REVIEWERS_GROUP, ROLE_PERMISSIONS, approval_is_decidable_by
+from approvals.roles import REVIEWERS_GROUP, ROLE_PERMISSIONS, approval_refusal
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from approvals.signals import approval_decided, approval_requested, approval_requests_changed_on_commit
 from approvals.models import ApprovalRequest
@@ -138,8 +138,8 @@ def approval_decide(
         ):
             raise ApprovalTokenInvalid()
         run = request.run
-        if user is not None and not approval_is_decidable_by(user=user, run=run):
-            raise PermissionDenied(NOT_DECIDABLE)
+        if user is not None and (refusal := approval_refusal(user=user, run=run)) is not None:
+            raise PermissionDenied(refusal)
         if run.status == Run.Status.CANCELLED or run.cancel_requested:
             raise ApprovalNotDecidable("The run was cancelled; its requests cannot be decided.", status=request.status)
         if approval_state(request) == ApprovalRequest.Status.EXPIRED and request.status == ApprovalRequest.Status.PENDING:
