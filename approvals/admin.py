@@ -121,7 +121,7 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
                     reason=ADMIN_REASON,
                     user=request.user,
                 )
-            except ApprovalError as exc:
+            except (ApprovalError, PermissionDenied) as exc:  # PermissionDenied: four eyes, the run is theirs
                 self.message_user(request, f"{approval.tool_name} in {approval.run.run_id}: {exc}", messages.ERROR)
             else:
                 decided += 1

@@ -46,6 +46,14 @@ class ApprovalRequest(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(blank=True)
+    # Edit, then approve: the input the approver approved instead of the model's, sealed like input_data, and the
+    # server's token for that edited request (the approval's next revision, runs.runtime.approvals.sign_edit).
+    edited_input_data = models.BinaryField(
+        default=bytes, blank=True, help_text="The edited input approved instead, sealed when encryption keys are set."
+    )
+    edited_token = models.TextField(
+        blank=True, help_text="The server's token for the edited request; a bearer credential like token."
+    )
 
     class Meta:
         ordering = ["-issued_at", "-id"]
@@ -63,6 +71,20 @@ class ApprovalRequest(models.Model):
     @tool_input.setter
     def tool_input(self, value: dict) -> None:
         self.input_data = seal_value(value)
+
+    @property
+    def is_edited(self) -> bool:
+        """True when it was approved with an edited input (decided_by made the edit)."""
+        return bool(self.edited_token)
+
+    @property
+    def edited_input(self) -> dict | None:
+        """The input approved instead of the model's, or None when it was not edited."""
+        return unseal_value(self.edited_input_data) if self.edited_token and self.edited_input_data else None
+
+    @edited_input.setter
+    def edited_input(self, value: dict) -> None:
+        self.edited_input_data = seal_value(value)
 
     def as_request(self) -> dict:
         """The ToolApprovalRequest dict this row stores, with its token."""

@@ -24,6 +24,7 @@ from runs.selectors import run_latest_checkpoint_row
 
 __all__ = [
     "OperationContext",
+    "approval_edit_problem",
     "approval_get",
     "approval_is_open",
     "approval_latest_verdict",
@@ -151,8 +152,26 @@ def approval_verdicts_for_resume(*, run: Run) -> list[dict[str, Any]]:
         }
         if request.reason:
             verdict["reason"] = request.reason
+        if request.edited_token and request.status != Status.DENIED:
+            verdict["edit_token"] = request.edited_token  # the runtime runs only the input the server signed
         verdicts.append(verdict)
     return verdicts
+
+
+def approval_edit_problem(request: ApprovalRequest, edited_input: Any) -> str | None:
+    """Why ``edited_input`` cannot replace the input of ``request``'s call, or None when it can: it must be a JSON
+    object valid against the tool's input_schema (jsonschema), for a tool of the run's agent itself."""
+    if not isinstance(edited_input, dict):
+        return "The edited input must be a JSON object."
+    if request.agent_path:
+        return "A sub-agent's call cannot be edited here; approve or deny it as asked."
+    try:
+        tool = agent_build(request.run.agent).tools.get(request.tool_name)
+    except Exception:  # an agent that no longer builds: its schema is unknown, so no edit is accepted
+        tool = None
+    if not isinstance(tool, Tool):
+        return f"The input schema of {request.tool_name} is not known here, so its input cannot be edited."
+    return tool.input_problem(edited_input)
 
 
 @dataclass(frozen=True)

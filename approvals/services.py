@@ -8,17 +8,18 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser, Group, Permission
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.roles import NOT_DECIDABLE, REVIEWERS_GROUP, ROLE_PERMISSIONS, approval_is_decidable_by
+from approvals.roles import REVIEWERS_GROUP, ROLE_PERMISSIONS, approval_refusal
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from approvals.signals import approval_decided, approval_requested, approval_requests_changed_on_commit
 from approvals.models import ApprovalRequest
-from approvals.selectors import approval_state, approval_suspension_is_settled
+from approvals.selectors import approval_edit_problem, approval_state, approval_suspension_is_settled
 from approvals.signing import approval_signer
 from runs.models import Checkpoint, Run
+from runs.runtime.approvals import sign_edit
 from runs.runtime.stores import SavedCheckpoint
 from runs.services.lifecycle import run_queue_after_verdicts
 
@@ -121,11 +122,16 @@ def approval_requests_mark_used(*, after: Checkpoint) -> int:
 
 
 def approval_decide(
-    *, run_id: str, approval_id: str, approved: bool, token: str, reason: str = "", user: AbstractUser | None
+    *, run_id: str, approval_id: str, approved: bool, token: str, reason: str = "", user: AbstractUser | None,
+    edited_input: dict[str, Any] | None = None,
 ) -> ApprovalRequest:
     """Record a verdict once, by a ``user`` who may decide it (approvals.roles; None for the system), else
     PermissionDenied. The token must verify for this request and run; the run is queued for its resume leg when
-    every request of the suspended step has a verdict."""
+    every request of the suspended step has a verdict. An approval with ``edited_input`` (valid against the tool's
+    schema, else ValidationError and nothing decided) records the edited request, signed by the server, as the
+    approval's next revision: the only input the run will call the tool with."""
+    if edited_input is not None and not approved:
+        raise ValidationError({"edited_input": ["An edited input comes with an approval, not a denial."]})
     expired = False
     with transaction.atomic():
         request = _request_locked(run_id, approval_id)
@@ -138,8 +144,8 @@ def approval_decide(
         ):
             raise ApprovalTokenInvalid()
         run = request.run
-        if user is not None and not approval_is_decidable_by(user=user, run=run):
-            raise PermissionDenied(NOT_DECIDABLE)
+        if user is not None and (refusal := approval_refusal(user=user, run=run)) is not None:
+            raise PermissionDenied(refusal)
         if run.status == Run.Status.CANCELLED or run.cancel_requested:
             raise ApprovalNotDecidable("The run was cancelled; its requests cannot be decided.", status=request.status)
         if approval_state(request) == ApprovalRequest.Status.EXPIRED and request.status == ApprovalRequest.Status.PENDING:
@@ -151,6 +157,8 @@ def approval_decide(
         elif request.status != ApprovalRequest.Status.PENDING:
             raise ApprovalNotDecidable(f"This request is {request.get_status_display().lower()}.", status=request.status)
         else:
+            if edited_input is not None and edited_input != request.tool_input:
+                _record_edit(request, edited_input, user=user)
             request.status = ApprovalRequest.Status.APPROVED if approved else ApprovalRequest.Status.DENIED
             request.decided_by = user
             request.decided_at = timezone.now()
@@ -163,6 +171,18 @@ def approval_decide(
     if expired:  # raised after commit, so the expiry itself is kept
         raise ApprovalNotDecidable("This request expired before it was decided.", status=ApprovalRequest.Status.EXPIRED)
     return request
+
+
+def _record_edit(request: ApprovalRequest, edited_input: dict[str, Any], *, user: AbstractUser | None) -> None:
+    """The edited request, checked against the tool's schema and signed by the server for the run (the verdict's
+    token verified for the original first): the approval's next revision, made by whoever approves it."""
+    problem = approval_edit_problem(request, edited_input)
+    if problem is not None:
+        raise ValidationError({"edited_input": [problem]})
+    request.edited_input = edited_input
+    request.edited_token = sign_edit(request.as_request(), edited_input=edited_input,
+                                     edited_by=user.get_username() if user is not None else None,
+                                     signer=approval_signer(), run_id=request.run.run_id)
 
 
 def _request_locked(run_id: str, approval_id: str) -> ApprovalRequest:

@@ -124,6 +124,10 @@ DEUZ_DIRECT_CONNECTIONS = env_int("DEUZ_DIRECT_CONNECTIONS", default=4, minimum=
 # How long an approval request stays decidable after it is issued.
 DEUZ_APPROVAL_MAX_AGE_SECONDS = env_int("DEUZ_APPROVAL_MAX_AGE_SECONDS", default=86400, minimum=1)
 
+# Four eyes: a run's creator never decides the approvals reviewers decide, even as a reviewer or superuser.
+# DEUZ_FOUR_EYES=0 lets one person decide their own runs (one-person installs).
+DEUZ_FOUR_EYES = env_bool("DEUZ_FOUR_EYES", default=True)
+
 # GET /metrics answers a scrape that sends this bearer token; unset, the endpoint does not exist (404).
 DEUZ_METRICS_TOKEN = env_str("DEUZ_METRICS_TOKEN")
 

@@ -4,6 +4,7 @@ confirmation step, and an honest answer when someone decided first."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from datetime import datetime
@@ -12,18 +13,19 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 from django.views.decorators.http import require_http_methods, require_safe
 
-from approvals.roles import REVIEWERS_GROUP, approval_is_decidable_by
+from approvals.roles import REVIEWERS_GROUP, approval_is_decidable_by, approval_refusal
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from approvals.models import ApprovalRequest
 from approvals.selectors import (
     OperationContext,
+    approval_edit_problem,
     approval_get,
     approval_operation,
     approval_pending_list,
@@ -97,6 +99,18 @@ class ReviewItem:
         return approval_operation(self.request)
 
     @property
+    def input_text(self) -> str:
+        """The input as the "Edit and approve" box starts it: indented JSON."""
+        return json.dumps(self.input, ensure_ascii=False, indent=2, sort_keys=True)
+
+    @property
+    def edited_input(self) -> Any:
+        try:
+            return self.request.edited_input
+        except SealedDataError:
+            return None
+
+    @property
     def is_decidable(self) -> bool:
         return self.state == ApprovalRequest.Status.PENDING and not self.request.run.cancel_requested
 
@@ -123,11 +137,16 @@ def approval_queue(request: HttpRequest) -> HttpResponse:
     return render(request, "approvals/queue.html", {"pending": pending, "recent": recent, "now": now})
 
 
-def _consequence(item: ReviewItem, *, approved: bool, reason: str, others_pending: int) -> str:
+def _consequence(item: ReviewItem, *, approved: bool, reason: str, others_pending: int, edited: bool = False) -> str:
     """What recording this verdict will make happen, in a sentence or two (the confirmation step shows it)."""
     request = item.request
     where = f" inside the sub-agent {' › '.join(request.agent_path)}" if request.agent_path else ""
-    if approved:
+    if edited:
+        text = (f"Run {request.run.run_id} resumes from its last checkpoint and calls {request.tool_name}{where} "
+                "once, with your edited input below instead of the one the agent asked for. The server signs the "
+                "edited request in your name; the agent, the timeline and the receipt show both inputs and that "
+                "you made the edit.")
+    elif approved:
         text = (f"Run {request.run.run_id} resumes from its last checkpoint and calls {request.tool_name}{where} "
                 "once, with exactly the input shown. A side effect is recorded in the effect ledger before the "
                 "call, so it happens at most once.")
@@ -165,52 +184,97 @@ def _evidence_before(row: ApprovalRequest) -> list[Any]:
     return run_evidence_list(run=row.run, rows=rows)
 
 
+@dataclass
+class _Posted:
+    """What a POST to the decide page came to: an error with its status, a confirmation step, or done."""
+
+    error: str = ""
+    status: int = 200
+    confirming: dict[str, Any] | None = None
+    edit_error: str = ""  # the "Edit and approve" form's own error, shown beside its box
+    done: bool = False
+
+
+def _edited_input(text: str, row: ApprovalRequest) -> tuple[dict[str, Any] | None, str]:
+    """The "Edit and approve" box read as JSON and checked against the tool's schema: (input, "") or (None, why)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"The edited input is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+    problem = approval_edit_problem(row, value)
+    return (None, problem) if problem is not None else (value, "")
+
+
+def _verdict_post(request: HttpRequest, row: ApprovalRequest, item: ReviewItem) -> _Posted:
+    """Read a verdict: ask for confirmation first, then record it with the stored token (the browser never holds
+    it), or say why nothing was recorded."""
+    verdict = request.POST.get("verdict")
+    reason = request.POST.get("reason", "").strip()[:REASON_MAX_LENGTH]
+    edited = None
+    if verdict not in {"approve", "deny", "edit"}:
+        return _Posted(error="Choose Approve, Edit and approve, or Deny.", status=400)
+    if item.is_decidable and verdict == "edit":
+        edited, problem = _edited_input(request.POST.get("edited_input", ""), row)
+        if edited is None:
+            return _Posted(error=problem, edit_error=problem, status=400)
+    if item.is_decidable and verdict == "deny" and not reason:
+        return _Posted(error="Give a reason for denying: the agent reads it, and so does whoever started the run.",
+                       status=400)
+    if item.is_decidable and request.POST.get("confirm") != "yes":
+        others = len([other for other in approval_pending_list(run=row.run)
+                      if other.revision_id == row.revision_id and other.pk != row.pk])
+        consequence = _consequence(item, approved=verdict != "deny", reason=reason, others_pending=others,
+                                   edited=edited is not None)
+        return _Posted(confirming={"verdict": verdict, "reason": reason, "consequence": consequence,
+                                   "edited_input": edited,
+                                   "edited_text": json.dumps(edited, ensure_ascii=False) if edited is not None else ""})
+    approved = verdict != "deny"
+    try:
+        approval_decide(run_id=row.run.run_id, approval_id=row.approval_id, approved=approved, token=row.token,
+                        reason=reason, user=request.user, edited_input=edited)
+    except (ApprovalNotDecidable, ApprovalTokenInvalid, ApprovalNotFound):
+        row = approval_get(run_id=row.run.run_id, approval_id=row.approval_id)
+        return _Posted(error=_closed_answer(row, _review_item(row, timezone.now()), approved=approved), status=409)
+    except ValidationError as exc:  # the tool's schema changed since the box was checked
+        return _Posted(error=" ".join(exc.messages), edit_error=" ".join(exc.messages), status=400)
+    except PermissionDenied as exc:
+        return _Posted(error=str(exc), status=403)
+    done = "approved with your edit" if edited is not None else ("approved" if approved else "denied")
+    messages.success(request, f"{row.tool_name} in run {row.run.run_id} {done}.")
+    return _Posted(done=True)
+
+
 @reviewer_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def approval_detail(request: HttpRequest, run_id: str, approval_id: str) -> HttpResponse:
-    """One request with what a reviewer needs to decide. POST ``verdict`` (and a ``reason``, required to deny)
-    shows what will happen; POST again with ``confirm=yes`` records it with the stored token."""
+    """One request with what a reviewer needs to decide. POST ``verdict`` (approve, deny with a ``reason``, or edit
+    with ``edited_input``, JSON) shows what will happen; POST again with ``confirm=yes`` records it. The run's own
+    creator is told why they may not decide it (four eyes) and offered no verdict; a forged POST gets 403."""
     try:
         row = approval_get(run_id=run_id, approval_id=approval_id)
     except ApprovalNotFound:
         raise Http404(f"Run {run_id!r} has no approval request {approval_id!r}.") from None
-    error, status, confirming = "", 200, None
     item = _review_item(row, timezone.now())
+    refusal = approval_refusal(user=request.user, run=row.run)
+    posted = _Posted()
     if request.method == "POST":
-        verdict = request.POST.get("verdict")
-        reason = request.POST.get("reason", "").strip()[:REASON_MAX_LENGTH]
-        if verdict not in {"approve", "deny"}:
-            error, status = "Choose Approve or Deny.", 400
-        elif item.is_decidable and verdict == "deny" and not reason:
-            error, status = "Give a reason for denying: the agent reads it, and so does whoever started the run.", 400
-        elif item.is_decidable and request.POST.get("confirm") != "yes":
-            others = len([other for other in approval_pending_list(run=row.run)
-                          if other.revision_id == row.revision_id and other.pk != row.pk])
-            confirming = {"verdict": verdict, "reason": reason,
-                          "consequence": _consequence(item, approved=verdict == "approve", reason=reason,
-                                                      others_pending=others)}
-        else:  # confirmed, or already closed: the service has the last word (and records an expiry it finds)
-            approved = verdict == "approve"
-            try:
-                # The browser never holds the token: the verdict is bound to the one stored with the request.
-                approval_decide(run_id=run_id, approval_id=approval_id, approved=approved, token=row.token,
-                                reason=reason, user=request.user)
-            except (ApprovalNotDecidable, ApprovalTokenInvalid, ApprovalNotFound):
-                row = approval_get(run_id=run_id, approval_id=approval_id)
-                item = _review_item(row, timezone.now())
-                error, status = _closed_answer(row, item, approved=approved), 409
-            else:
-                done = "approved" if approved else "denied"
-                messages.success(request, f"{row.tool_name} in run {run_id} {done}.")
-                return redirect("console:queue")
+        posted = _Posted(error=refusal, status=403) if refusal is not None else _verdict_post(request, row, item)
+        if posted.done:
+            return redirect("console:queue")
+        if posted.status == 409:
+            row = approval_get(run_id=run_id, approval_id=approval_id)
+            item = _review_item(row, timezone.now())
     context: dict[str, Any] = {
         "item": item,
         "run": row.run,
+        "refusal": refusal,
         "state": run_people_state(row.run),
         "evidence": _evidence_before(row),
         "steps": run_step_list(run=row.run)[-10:],
-        "error": error,
-        "confirming": confirming,
+        "error": posted.error,
+        "edit_error": posted.edit_error,
+        "confirming": posted.confirming,
         "posted_reason": request.POST.get("reason", "") if request.method == "POST" else "",
+        "posted_edit": request.POST.get("edited_input") if request.method == "POST" else None,
     }
-    return render(request, "approvals/detail.html", context, status=status)
+    return render(request, "approvals/detail.html", context, status=posted.status)

@@ -239,6 +239,12 @@ class ApprovalDecideInputSerializer(serializers.Serializer):
         max_length=MAX_TOKEN_CHARS, trim_whitespace=False, help_text="The token of the pending approval request."
     )
     reason = _reason_field("Why; shown to the model with a denial.")
+    edited_input = serializers.DictField(
+        required=False,
+        help_text="With an approval: the input to call the tool with instead of the model's, validated against the "
+        "tool's input_schema (else 400 and nothing is decided). The server signs it as the request's next revision; "
+        "the token stays the original request's.",
+    )
 
 
 class RunCancelInputSerializer(ClosedSerializer):

@@ -316,11 +316,13 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
     run_id = serializers.CharField(source="run.run_id")
     input = serializers.JSONField(source="tool_input")
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    edited_input = serializers.JSONField(
+        allow_null=True, help_text="The input approved instead of the model's (by decided_by), or null.")
 
     class Meta:
         model = ApprovalRequest
         fields = ["run_id", "approval_id", "tool_call_id", "tool_name", "input", "agent_path", "status", "decided_by",
-                  "decided_at", "reason", "issued_at", "expires_at"]
+                  "decided_at", "reason", "issued_at", "expires_at", "edited_input"]
         read_only_fields = fields
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from rest_framework.permissions import BasePermission
 
-from approvals.roles import NOT_DECIDABLE, approval_is_decidable_by
+from approvals.roles import NOT_DECIDABLE, approval_refusal
 from runs.access import (
     CANCEL_EVERY_RUN,
     run_is_cancellable_by,
@@ -55,7 +55,10 @@ class CanDecideApprovals(BasePermission):
     message = NOT_DECIDABLE
 
     def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
-        return approval_is_decidable_by(user=request.user, run=obj)
+        refusal = approval_refusal(user=request.user, run=obj)
+        if refusal is not None:
+            self.message = refusal  # four eyes says why; DRF makes one instance per request
+        return refusal is None
 
 
 class CanReadThread(BasePermission):

@@ -21,6 +21,14 @@ _REF = "#/components/schemas/"
 _STRING = {"type": "string"}
 _NULLABLE_STRING = {"type": "string", "nullable": True}
 _INTEGER = {"type": "integer"}
+_EDIT = {
+    "type": "object",
+    "description": "Edit, then approve: the input the call ran with instead of the model's (signed by the server), "
+                   "and the username of whoever edited and approved it.",
+    "properties": {"input": {"type": "object", "additionalProperties": True}, "by": _NULLABLE_STRING},
+    "required": ["input", "by"],
+    "additionalProperties": False,
+}
 _AGENT_PATH = {
     "type": "array",
     "items": _STRING,
@@ -77,12 +85,15 @@ _PARTS: dict[str, tuple[str, str, dict[str, Any], list[str]]] = {
         "username, null when nobody decided (an expired or superseded request, a token that did not verify).",
         {"approval_id": _NULLABLE_STRING, "tool_call_id": _STRING, "approved": {"type": "boolean"},
          "reason": _STRING, "decided_by": _NULLABLE_STRING,
-         "edited": {"type": "boolean", "description": "Always false for now."}},
+         "edited": {"type": "boolean", "description": "True when the approver edited the input before approving; "
+                    "then edit says how."},
+         "edit": _EDIT},
         ["approval_id", "tool_call_id", "approved", "reason", "decided_by", "edited"],
     ),
-    "tool-result": ("StreamPartToolResult", "A tool call's result (is_error for a failure or a denial).",
+    "tool-result": ("StreamPartToolResult", "A tool call's result (is_error for a failure or a denial); edit when "
+                    "it ran with an input a person approved instead of the model's.",
                     {"tool_call_id": _STRING, "tool_name": _STRING, "output": {"nullable": True},
-                     "is_error": {"type": "boolean"}},
+                     "is_error": {"type": "boolean"}, "edit": _EDIT},
                     ["tool_call_id", "tool_name", "output", "is_error"]),
     "step-finish": ("StreamPartStepFinish", "A step ends, with its usage.",
                     {"step_index": _INTEGER, "usage": _USAGE,

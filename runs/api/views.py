@@ -294,18 +294,21 @@ class ApprovalDecideApi(_Api):
         operation_id="runs_approvals_decide",
         summary="Approve or deny a pending tool call",
         description="Record a verdict once, as a reviewer, or as the run's creator when its agent lets its creator "
-        "decide (`approvals_decided_by` of GET /api/agents/). The token must be the request's own, signed for this run. "
-        "When every request of the suspended step has a verdict, the run is queued to resume.",
+        "decide (`approvals_decided_by` of GET /api/agents/); never by the run's own creator when reviewers decide "
+        "(four eyes, unless DEUZ_FOUR_EYES=0). The token must be the request's own, signed for this run. An approval "
+        "may carry `edited_input`: the tool is then called with it instead (validated against its input_schema; the "
+        "server signs the edited request). When every request of the suspended step has a verdict, the run is "
+        "queued to resume.",
         request=ApprovalDecideInputSerializer,
         parameters=[RUN_ID_PATH, APPROVAL_ID_PATH, WWW_AUTHENTICATE],
         responses=json_body_answers({
             200: ApprovalRequestSerializer,
-            400: error_answer("Field errors, or a token that does not verify for this request and run (it "
-                              "authorizes nothing)."),
+            400: error_answer("Field errors (an edited_input the tool's schema refuses, under edited_input), or "
+                              "a token that does not verify for this request and run (it authorizes nothing)."),
             404: error_answer("No such run or approval request (told only to those who may decide)."),
             409: error_answer("Decided, expired, superseded, used, or the run was cancelled."),
         }, forbidden=f"Not a reviewer, nor the run's creator when its agent lets its creator decide (whether the run "
-           f"exists or not), or {CSRF_REFUSED}."),
+           f"exists or not), the run's creator when reviewers decide (four eyes), or {CSRF_REFUSED}."),
     )
     def post(self, request: Request, run_id: str, approval_id: str) -> Response:
         try:

@@ -96,6 +96,10 @@ def _approval_record(request: ApprovalRequest) -> dict[str, Any]:
         "decided_by": request.decided_by.get_username() if request.decided_by else None,
         "decided_at": _iso(request.decided_at),
         "reason": request.reason,
+        # Edit, then approve: the input the call ran with instead, and who edited it (the approver).
+        "edited_input": request.edited_input,
+        "edited_by": (request.decided_by.get_username() if request.decided_by else None) if request.is_edited else None,
+        "edited_token_sha256": hashlib.sha256(request.edited_token.encode()).hexdigest() if request.edited_token else None,
         # The token is a bearer credential: its digest identifies it without granting anything.
         "token_sha256": hashlib.sha256(request.token.encode()).hexdigest() if request.token else None,
     }

@@ -17,6 +17,7 @@ from approvals.models import ApprovalRequest
 from approvals.selectors import approval_run_list
 from runs.errors import SealedDataError
 from runs.models import Checkpoint, Effect, Leg, Run
+from runs.presenters.edits import edit_changes
 from runs.presenters.leg_ends import LegEnd, interruption_text, run_leg_ends
 from runs.presenters.outcome import Outcome, run_first_request, run_outcome
 from runs.presenters.plain_text import actor_name
@@ -71,7 +72,12 @@ def _request_steps(request: ApprovalRequest) -> list[RunStep]:
                      request.issued_at, path)]
     status, who = request.status, actor_name(request.decided_by)
     reason = f": {request.reason}" if request.reason else ""
-    if status in {Verdict.APPROVED, Verdict.USED}:
+    if status in {Verdict.APPROVED, Verdict.USED} and request.is_edited:
+        edit = _edit_or_none(request)
+        changes = edit_changes(_input_or_none(request), edit) if edit is not None else "the edit is sealed"
+        steps.append(RunStep("approved", f"Approved with an edit: {request.tool_name}",
+                             f"edited by {who}: {changes}{reason}", request.decided_at, path))
+    elif status in {Verdict.APPROVED, Verdict.USED}:
         steps.append(RunStep("approved", f"Approved: {request.tool_name}", f"by {who}{reason}", request.decided_at,
                              path))
     elif status == Verdict.DENIED:
@@ -199,6 +205,7 @@ class StoryCall:
     has_result: bool = False
     result: Any = None
     is_error: bool = False
+    edit: dict[str, Any] | None = None  # {"input", "by"}: it ran with the input a person approved instead
     sub_agent: str = ""
     sub_steps: tuple[StoryStep, ...] = ()
 
@@ -286,6 +293,7 @@ def _steps_of(session_key: str, agent_path: tuple[str, ...], messages: list[dict
                 tool_call_id=call_id, tool_name=name, input=part.get("input"), events=tuple(_in_time_order(events)),
                 has_result=result is not None, result=(result or {}).get("output"),
                 is_error=bool((result or {}).get("is_error")),
+                edit=(result or {}).get("edit"),
                 sub_agent=name if child is not None or child_key in histories.rows else "",
                 sub_steps=tuple(sub_steps),
             ))
@@ -425,6 +433,7 @@ def run_verdict_list(*, run: Run) -> list[dict[str, Any]]:
             "approval_id": row.approval_id,
             "tool_name": row.tool_name,
             "input": _input_or_none(row),
+            "edited_input": _edit_or_none(row),
             "agent_path": list(row.agent_path or []),
             "status": row.status,
             "label": verdict_label(row),
@@ -437,6 +446,13 @@ def run_verdict_list(*, run: Run) -> list[dict[str, Any]]:
     ]
 
 
+def _edit_or_none(request: ApprovalRequest) -> Any:
+    try:
+        return request.edited_input
+    except SealedDataError:  # sealed with a key this process lacks
+        return None
+
+
 def _input_or_none(request: ApprovalRequest) -> Any:
     try:
         return request.tool_input
@@ -447,10 +463,11 @@ def _input_or_none(request: ApprovalRequest) -> Any:
 def verdict_label(request: ApprovalRequest) -> str:
     """What became of a request, as people say it: "Approved by rita", "Denied by rita", "Expired unanswered"."""
     who = actor_name(request.decided_by)
+    edited = " with an edited input" if request.is_edited else ""
     return {
         Verdict.PENDING: "Waiting for a verdict",
-        Verdict.APPROVED: f"Approved by {who}",
-        Verdict.USED: f"Approved by {who}, then carried out",
+        Verdict.APPROVED: f"Approved by {who}{edited}",
+        Verdict.USED: f"Approved by {who}{edited}, then carried out",
         Verdict.DENIED: f"Denied by {who}",
         Verdict.EXPIRED: "Expired without a verdict",
         Verdict.SUPERSEDED: "Superseded by a newer request",

@@ -255,7 +255,8 @@ class _Operation:
             raise EffectNotAuthorized(self.ctx.denial or _DENIED_BY_DEFAULT)
         self._check_approved_request(approval)
         if self.entry.get("status") == PROPOSED:
-            binding = {key: approval[key] for key in ("approval_id", "revision") if approval.get(key) is not None}
+            binding = {key: approval[key] for key in ("approval_id", "revision", "edited_by")
+                       if approval.get(key) is not None}
             binding["fingerprint"] = self.call.fingerprint
             await self.advance(APPROVED, via="approval", note="Approved for this exact request.", approval=binding)
 

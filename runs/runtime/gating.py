@@ -42,7 +42,8 @@ def verdict_part(
 
     ``decided_by`` is the response's (the service passes the reviewer's username as data); it is None when no
     person decided: an unanswered request (expired, superseded) or a verdict the token checks turned into a
-    denial. ``edited`` is False until edit-before-approve exists.
+    denial. ``edited`` says whether a person approved other input than the model's: then ``edit`` is
+    ``{"input", "by"}``, as the server signed it.
     """
     given = response is not None and (response.get("approved") is True) == verdict.approved
     reason = verdict.reason if verdict.reason is not None else (response or {}).get("reason")
@@ -53,7 +54,8 @@ def verdict_part(
         "approved": verdict.approved,
         "reason": reason if isinstance(reason, str) else "",
         "decided_by": (response or {}).get("decided_by") if given else None,
-        "edited": False,
+        "edited": verdict.edit is not None,
+        **({"edit": dict(verdict.edit)} if verdict.edit is not None else {}),
     }
 
 
@@ -104,6 +106,9 @@ class ApprovalGate:
             approved = verdict.payload or request or call
             fate.approval = {"approval_id": approval_id, "tool_name": approved.get("tool_name"),
                                 "input": approved.get("input"), "revision": (self.start.checkpoint or {}).get("step_id")}
+            if verdict.edit is not None:  # the call runs with the input the server signed, and says whose it is
+                fate.edit = dict(verdict.edit)
+                fate.approval["edited_by"] = verdict.edit["by"]
         elif spec.effect is not None:
             # Not authorized to attempt; the ledger may still hold the outcome of an earlier, authorized attempt.
             fate.runnable, fate.denial = True, verdict.reason

@@ -48,6 +48,12 @@ class ToolCallFate:
     settled_by_verdict: bool = False
     approval: dict[str, Any] | None = None  # the approval bound to this call's exact request, for the ledger
     denial: str | None = None  # why an effectful call is not authorized (its ledger may still replay an outcome)
+    edit: dict[str, Any] | None = None  # {"input", "by"}: the server-signed input a person approved instead
+
+    @property
+    def input(self) -> dict[str, Any]:
+        """The input the call runs with: the model's, or the edit a person approved."""
+        return self.edit["input"] if self.edit is not None else self.call["input"]
 
 
 @dataclass
@@ -171,7 +177,7 @@ class ToolPhase:
         if self.o.signal is not None and self.o.signal.is_set():
             raise asyncio.CancelledError  # no new tool call once the leg is aborted (the engine ends it so)
         try:
-            output = await spec.run(call["input"], ctx)
+            output = await spec.run(fate.input, ctx)
         except SubAgentSuspended as suspension:
             phase.usage.append(suspension.usage)
             phase.requests.extend(suspension.pending)
@@ -181,28 +187,37 @@ class ToolPhase:
             raise
         except Exception as exc:  # a failing tool is a result the model reacts to, never a dead run
             message = redact(str(exc) or type(exc).__name__, self.deps.secrets)
-            fate.result = tool_result(call, message, is_error=True)
+            fate.result = tool_result(call, message, is_error=True, edit=fate.edit)
             return
-        fate.result = tool_result(call, output, is_error=False)
+        fate.result = tool_result(call, output, is_error=False, edit=fate.edit)
 
 
 def tool_result_part(result: Mapping[str, Any]) -> StreamPart:
-    """A history tool result as the stream's ``tool-result`` part."""
-    return {
+    """A history tool result as the stream's ``tool-result`` part (with its ``edit`` when a person edited it)."""
+    part: StreamPart = {
         "type": "tool-result",
         "tool_call_id": result["tool_call_id"],
         "tool_name": result["tool_name"],
         "output": result["output"],
         "is_error": result["is_error"],
     }
+    if result.get("edit") is not None:
+        part["edit"] = dict(result["edit"])
+    return part
 
 
-def tool_result(call: Mapping[str, Any], output: Any, *, is_error: bool) -> dict[str, Any]:
-    """The history's ``tool_result`` part answering ``call``."""
-    return {
+def tool_result(
+    call: Mapping[str, Any], output: Any, *, is_error: bool, edit: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The history's ``tool_result`` part answering ``call``; ``edit`` ({"input", "by"}) when it ran with the input
+    a person approved instead of the call's own (the call keeps the model's, so the history has both)."""
+    result = {
         "type": "tool_result",
         "tool_call_id": call["tool_call_id"],
         "tool_name": call["tool_name"],
         "output": output,
         "is_error": is_error,
     }
+    if edit is not None:
+        result["edit"] = {"input": edit["input"], "by": edit.get("by")}
+    return result

@@ -41,7 +41,7 @@ class Part(TypedDict, total=False):
     input_error: str  # tool_call only: why the model's input could not be used (cut off, not JSON)
     output: Any
     is_error: bool
-
+    edit: dict[str, Any]  # tool_result only: {"input", "by"} when it ran with input a person approved instead
 
 class Message(TypedDict):
     role: Literal["system", "user", "assistant", "tool"]

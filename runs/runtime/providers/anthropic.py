@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from ..model import ModelRequest
-from .base import SdkModel, _base64, _output_text, _plain_text, parse_tool_input
+from .base import SdkModel, _base64, _plain_text, parse_tool_input, tool_result_text
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel", "create_anthropic", "messages_params"]
 
@@ -277,7 +277,7 @@ def _blocks(content: str | Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             blocks.append({"type": "tool_use", "id": part["tool_call_id"], "name": part["tool_name"], "input": part["input"]})
         elif kind == "tool_result":
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part["tool_call_id"]}
-            output = _output_text(part.get("output"))
+            output = tool_result_text(part)
             if output:
                 block["content"] = output
             block["is_error"] = bool(part.get("is_error"))

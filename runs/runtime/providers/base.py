@@ -17,7 +17,7 @@ from ..model import ModelRequest
 from ..redact import redact
 from .pricing import price_for
 
-__all__ = ["SdkModel", "aclose_clients", "is_local_base_url"]
+__all__ = ["SdkModel", "aclose_clients", "is_local_base_url", "tool_result_text"]
 
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 
@@ -278,6 +278,19 @@ def _output_text(output: Any) -> str:
     if isinstance(output, str):
         return output
     return json.dumps(output, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def tool_result_text(part: Mapping[str, Any]) -> str:
+    """A tool result as the model reads it: its output, after a note of the input it actually ran with when a
+    person edited the call before approving it (the model's own call keeps the input it asked for)."""
+    output = _output_text(part.get("output"))
+    edit = part.get("edit")
+    if not isinstance(edit, Mapping):
+        return output
+    by = edit.get("by") or "a reviewer"
+    note = (f"[{by} edited this call's input before approving it; the tool ran with "
+            f"{json.dumps(edit.get('input'), ensure_ascii=False, sort_keys=True, default=str)}]")
+    return f"{note}\n{output}" if output else note
 
 
 def _plain_text(content: str | Iterable[Mapping[str, Any]]) -> str:

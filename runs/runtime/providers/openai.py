@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..model import ModelRequest
-from .base import SdkModel, _base64, _output_text, _plain_text, parse_tool_input
+from .base import SdkModel, _base64, _plain_text, parse_tool_input, tool_result_text
 
 __all__ = ["TOOL_ERROR_PREFIX", "OpenAIChatModel", "chat_params", "create_openai"]
 
@@ -267,7 +267,7 @@ def _assistant(content: str | Iterable[Mapping[str, Any]]) -> dict[str, Any] | N
 
 
 def _tool_message(part: Mapping[str, Any]) -> dict[str, Any]:
-    content = _output_text(part.get("output"))
+    content = tool_result_text(part)
     if part.get("is_error") and not content.startswith(TOOL_ERROR_PREFIX):
         content = TOOL_ERROR_PREFIX + content
     return {"role": "tool", "tool_call_id": part["tool_call_id"], "content": content}

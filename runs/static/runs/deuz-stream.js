@@ -204,7 +204,8 @@ export function applyPart(transcript, part) {
       break;
     case "tool-call": entries.push({ kind: "tool-call", step, toolName: part.tool_name, input: part.input }); break;
     case "tool-result":
-      entries.push({ kind: "tool-result", step, toolName: part.tool_name, output: part.output, isError: Boolean(part.is_error) });
+      entries.push({ kind: "tool-result", step, toolName: part.tool_name, output: part.output, isError: Boolean(part.is_error),
+        ...(part.edit ? { edit: part.edit } : {}) });
       break;
     case "tool-approval-request": {
       const { tool_name: toolName, input, agent_path: agentPath = [] } = part.approval ?? {};

@@ -76,6 +76,12 @@ function build(entry) {
     item.append(element("pre", "", pretty(entry.input)));
   } else if (entry.kind === "tool-result") {
     label(`${entry.isError ? "Tool error" : "Tool result"}: ${entry.toolName}${by}`);
+    if (entry.edit) {
+      const edited = item.appendChild(element("div", "edit-line"));
+      edited.dataset.editedBy = entry.edit.by ?? "";
+      edited.append(element("p", "", `Ran with the input ${entry.edit.by ?? "a reviewer"} edited before approving:`),
+        element("pre", "", pretty(entry.edit.input)));
+    }
     item.append(element("pre", "", pretty(entry.output)));
   } else if (entry.kind === "approval") {
     const line = item.appendChild(element("p", "approval-line"));
@@ -90,6 +96,10 @@ function build(entry) {
     const line = item.appendChild(element("p", "verdict-line"));
     line.append(element("strong", "", `${verdict.label}.`));
     if (verdict.reason) line.append(" Reason: ", element("q", "verdict-reason", verdict.reason));
+    if (verdict.edited_input) {
+      item.append(element("p", "", "The agent asked for the input above; it was approved with this one instead:"),
+        element("pre", "verdict-edit", pretty(verdict.edited_input)));
+    }
   } else if (entry.kind === "error") {
     item.append(element("p", "", `Error: ${entry.name}: ${entry.message}`));
   } else {

@@ -165,6 +165,13 @@ def test_a_verdict_is_a_deuz_data_chunk():
         "edited": False}}]
 
 
+def test_an_edited_verdicts_data_chunk_carries_the_edit_and_who_and_its_result_the_output():
+    edit = {"input": {"amount": "80.00"}, "by": "rita"}
+    found = chunks(verdict_part(approved=True, edited=True, edit=edit), result(output={"paid": "80.00"}, edit=edit))
+    assert (found[0]["data"]["edited"], found[0]["data"]["edit"]) == (True, edit)
+    assert found[1] == {"type": "tool-output-available", "toolCallId": "c1", "output": {"paid": "80.00"}}
+
+
 def test_the_result_of_a_denied_call_is_tool_output_denied():
     assert chunks(verdict_part(approved=False), result(output="No.", is_error=True))[1:] == [
         {"type": "tool-output-denied", "toolCallId": "c1"}]
