@@ -176,7 +176,10 @@ def run_case(schedule: Schedule, log_dir: Path) -> CaseResult:
 
     try:
         prompt = PROMPTS[schedule.agent].format(expense=case_expense() if schedule.agent == "reimbursement" else "")
-        run_start(agent=schedule.agent, messages=[{"role": "user", "content": prompt}], run_id=run_id)
+        if schedule.turn == 1:
+            run_start(agent=schedule.agent, messages=[{"role": "user", "content": prompt}], run_id=run_id)
+        else:
+            _second_turn_start(schedule, run_id, prompt)
         if schedule.approval == "before":
             run_inline(run_id, on_claimed=start_first)
             if not approve_pending(run_id):
@@ -205,6 +208,23 @@ def run_case(schedule: Schedule, log_dir: Path) -> CaseResult:
     if result.violations:
         result.outcome = "fail"
     return result
+
+
+def _second_turn_start(schedule: Schedule, run_id: str, prompt: str) -> None:
+    """A thread whose first turn pays its own expense (approved, run here to its end), then its second turn, the
+    case's run, queued on the whole history with ``prompt``."""
+    from runs.services.threads import thread_message_add, thread_start
+
+    thread = thread_start(agent=schedule.agent, user=None, thread_id=f"{run_id}-thread")
+    first_prompt = PROMPTS[schedule.agent].format(expense=case_expense() if schedule.agent == "reimbursement" else "")
+    first = thread_message_add(thread_id=thread.thread_id, content=first_prompt, user=None, run_id=f"{run_id}-t1")
+    run_inline(first.run_id)
+    if not approve_pending(first.run_id):
+        raise CaseError(f"the first turn did not wait for an approval (it is {_status(first.run_id)})")
+    run_inline(first.run_id)
+    if _status(first.run_id) != Run.Status.COMPLETED:
+        raise CaseError(f"the first turn ended {_status(first.run_id)}, not completed")
+    thread_message_add(thread_id=thread.thread_id, content=prompt, user=None, run_id=run_id)
 
 
 def _fault_reached(schedule: Schedule, run_id: str, first: WorkerProcess) -> bool:

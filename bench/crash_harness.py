@@ -5,13 +5,16 @@ Each case is a schedule: an agent (the reimbursement fixture, or the coder's eff
 and which time it is reached, whether the approval is answered before or after the crash, who recovers (a second
 worker process taking over; this process once the lease lapsed; or a stale worker frozen at the point with
 SIGSTOP, a second one taking over, the first woken with SIGCONT), and how the provider behaves (normal, commits
-then times out, reads unavailable). After the run ends, the case checks:
+then times out, reads unavailable), and whether the run is a thread's first turn or its second (after a first turn
+that paid). After the run ends, the case checks:
 
 - at most one committed payment (one shell command), none without approval or with other arguments than approved;
 - revisions monotonic, one current owner epoch, no write from an epoch after a newer one wrote;
 - a gapless journal with one recovery part per restarted step;
 - a terminal receipt matching the provider, or needs review where the outcome is truly unknown (the matrix then
-  resolves it as a reviewer would, from the provider's books, and checks the run completes).
+  resolves it as a reviewer would, from the provider's books, and checks the run completes);
+- in a second turn: it started from the first turn's whole history (its payment's result included), and the first
+  turn's payment was not made again.
 
 It prints a progress line per case, then the table; a failing case's schedule and ledger go to a JSON file that
 ``--replay FILE`` runs again. ``--database sqlite|postgres|both`` runs on scratch databases (migrated here,
@@ -60,11 +63,13 @@ class Schedule:
     approval: str = "before"  # before | after: the verdict is given before or after the crashing leg
     recovery: str = "worker"  # worker | inline | stale
     provider: str = "normal"  # normal | commit-then-timeout | reads-unavailable
+    turn: int = 1  # 2: the run is a thread's second turn, after a first turn that paid another expense
 
     @property
     def name(self) -> str:
         parts = [self.agent, f"{self.fault}:{self.nth}", f"approve-{self.approval}", self.recovery]
-        return "/".join(parts + ([self.provider] if self.provider != "normal" else []))
+        parts += [self.provider] if self.provider != "normal" else []
+        return "/".join(parts + ([f"thread-turn-{self.turn}"] if self.turn != 1 else []))
 
     @property
     def is_truly_unknown(self) -> bool:
@@ -87,6 +92,7 @@ def quick_matrix() -> list[Schedule]:
         Schedule(fault="after-step-checkpoint", recovery="inline"),
         Schedule(fault="after-effect-commit", recovery="inline", provider="reads-unavailable"),
         Schedule(agent="coder", fault="after-effect-commit", recovery="inline"),
+        Schedule(fault="after-effect-commit", recovery="worker", turn=2),
     ]
 
 

@@ -3,7 +3,8 @@
 The seed's invariants: at most one committed payment (one shell command), none without approval or with other
 arguments than approved; revisions monotonic, one current owner epoch, no write from an epoch after a newer one
 wrote; a gapless journal with one recovery part per restarted step; a terminal receipt matching the provider,
-or needs review where the outcome is truly unknown. The report holds what a person needs to see what happened
+or needs review where the outcome is truly unknown; and in a thread's later turn, its start from the previous turn's
+history with that turn's effects left alone. The report holds what a person needs to see what happened
 (the ledger with its transitions, the legs, checkpoints, journal, the provider's books, the workers' logs) and
 the schedule that ``--replay FILE`` runs again.
 """
@@ -37,7 +38,7 @@ def check_invariants(run_id: str, schedule: Schedule, *, saw_review: bool) -> li
     journal = list(JournalEntry.objects.filter(run=run).order_by("id"))
     outside = _provider_books(run_id, schedule)
     return (_approved_breaks(run, outside) + _epoch_breaks(run, legs, journal) + _journal_breaks(run, legs, journal)
-            + _receipt_breaks(run, schedule, outside, saw_review=saw_review))
+            + _receipt_breaks(run, schedule, outside, saw_review=saw_review) + _thread_breaks(run, schedule))
 
 
 def run_payments(run_id: str) -> list[SandboxPayment]:
@@ -131,6 +132,30 @@ def _receipt_breaks(run: Run, schedule: Schedule, outside: list[tuple[str, dict,
             broken.append("the ledger's receipt does not match the provider's")
         if tool == "pay_expense" and receipt.get("transaction_id", "-") not in _final_text(run.run_id):
             broken.append("the final answer does not name the provider's transaction")
+    return broken
+
+
+def _thread_breaks(run: Run, schedule: Schedule) -> list[str]:
+    """A later turn started from the previous turn's whole history (its tool calls and results included), and did
+    not redo the previous turn's effects."""
+    if schedule.turn == 1:
+        return []
+    from runs.selectors import run_latest_messages
+
+    if run.thread_id is None or run.turn != schedule.turn:
+        return [f"the run is turn {run.turn} of thread {run.thread_id}, not turn {schedule.turn} of a thread"]
+    previous = Run.objects.get(thread_id=run.thread_id, turn=run.turn - 1)
+    broken = []
+    before = run_latest_messages(run=previous)
+    if run_latest_messages(run=run)[:len(before)] != before:
+        broken.append("the turn did not start from the previous turn's whole history")
+    if not any(message["role"] == "tool" for message in before):
+        broken.append("the previous turn's history holds no tool result to carry over")
+    paid_before = len(run_payments(previous.run_id))
+    if paid_before != 1:
+        broken.append(f"the previous turn's payment happened {paid_before} times at the provider, not once")
+    if Effect.objects.filter(run=run, operation_id__in=previous.effects.values("operation_id")).exists():
+        broken.append("the turn opened an operation of the previous turn again")
     return broken
 
 

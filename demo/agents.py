@@ -401,10 +401,35 @@ def _message_body(text: str, first_name: str) -> str:
     return (body[:1].upper() + body[1:]) if body else text.strip()
 
 
+_QUESTION = re.compile(r"\?\s*$|^\s*(what|which|who|whom|where|when|did|have|has|how)\b", re.IGNORECASE)
+
+
+def _assistant_recall(request: dict[str, Any], first_name: str) -> dict[str, Any] | None:
+    """A follow-up question about a contact an earlier turn looked up, answered from that lookup's result and what
+    was sent to them (no new tool call); None when no earlier turn found them."""
+    found = [part["output"] for message in request["messages"] if message["role"] == "tool"
+             for part in message["content"] if part["tool_name"] == "find_contact" and not part["is_error"]
+             and part["output"].get("name") == CONTACTS[first_name]["name"]]
+    if not found:
+        return None
+    contact = found[-1]
+    sent = [part["output"] for message in request["messages"] if message["role"] == "tool"
+            for part in message["content"] if part["tool_name"] == "send_message" and not part["is_error"]
+            and part["output"].get("to") == contact["email"]]
+    told = (f" I sent them \"{sent[-1]['body']}\" ({sent[-1]['message_id']})." if sent
+            else " I have sent them nothing.")
+    return _say(f"{contact['name']}'s address is {contact['email']}, as I looked it up earlier in this "
+                f"conversation.{told}")
+
+
 def _assistant_policy(request: dict[str, Any]) -> dict[str, Any]:
     text = _last_user_text(request)
     results = _results(request)
     first_name = _contact_named(text)
+    if not results and first_name is not None and _is_follow_up(request) and _QUESTION.search(text):
+        recalled = _assistant_recall(request, first_name)
+        if recalled is not None:
+            return recalled
     if not results and first_name is None:
         sent = [part["output"] for message in request["messages"] if message["role"] == "tool"
                 for part in message["content"] if part["tool_name"] == "send_message" and not part["is_error"]]
@@ -420,6 +445,8 @@ def _assistant_policy(request: dict[str, Any]) -> dict[str, Any]:
         return _say(f"I could not find that contact: {lookup['output']}")
     contact = lookup["output"]
     sent = results.get("send_message")
+    if sent is None and _QUESTION.search(text):
+        return _say(f"{contact['name']}'s address is {contact['email']}.")
     if sent is None:
         body = _message_body(text, first_name or "")
         return _say(

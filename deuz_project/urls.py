@@ -28,6 +28,7 @@ urlpatterns = [
     path("api/runs/<str:run_id>/events/", run_events, name="run-events"),  # answers its own 405 (JSON)
     path("runs/<str:run_id>/live/", run_live, name="run-live"),
     path("runs/", include("runs.pages.urls")),
+    path("chat/", include("runs.pages.chat_urls")),
     path("console/", include("approvals.console.urls")),
     path("api/webhooks/", include("notifications.api.urls")),
     path("api/", include("runs.api.urls")),

@@ -9,6 +9,8 @@ Topics (one connection may follow several, ``?topic=approvals&topic=run:r1``):
   runs         the run list: a run's status changed (each frame only for a run the user may read)
   run:<id>     one run's pages: its status or its requests changed (the run must be readable); on connect the
                run's current status is sent first, so a page that subscribed late still learns of a change
+  thread:<id>  one thread's chat page: a turn's status changed, or a new turn started (the thread must be
+               readable)
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from approvals.roles import approval_is_decidable_by
-from runs.access import VIEW_EVERY_RUN, run_is_readable_by
-from runs.models import Run
-from runs.wire.groups import APPROVALS_GROUP, RUNS_GROUP, run_pages_group
+from runs.access import VIEW_EVERY_RUN, run_is_readable_by, thread_is_readable_by
+from runs.models import Run, Thread
+from runs.wire.groups import APPROVALS_GROUP, RUNS_GROUP, run_pages_group, thread_pages_group
 
 __all__ = ["LivePagesConsumer"]
 
@@ -42,7 +44,7 @@ class LivePagesConsumer(AsyncJsonWebsocketConsumer):
         if not topics or len(topics) > MAX_TOPICS:
             await self._refuse(4400)
             return
-        groups, self.run_ids = [], []
+        groups, self.run_ids, self.thread_ids = [], [], []
         for topic in topics:
             if topic == "approvals":
                 if not await database_sync_to_async(approval_is_decidable_by)(user=self.user):
@@ -58,6 +60,13 @@ class LivePagesConsumer(AsyncJsonWebsocketConsumer):
                     return
                 groups.append(run_pages_group(run_id))
                 self.run_ids.append(run_id)
+            elif topic.startswith("thread:") and len(topic) > 7:
+                thread_id = topic[7:]
+                if not await self._may_read_thread(thread_id):
+                    await self._refuse(4404)
+                    return
+                groups.append(thread_pages_group(thread_id))
+                self.thread_ids.append(thread_id)
             else:
                 await self._refuse(4400)
                 return
@@ -81,6 +90,11 @@ class LivePagesConsumer(AsyncJsonWebsocketConsumer):
         run = Run.objects.filter(run_id=run_id).only("id", "created_by_id").first()
         return run is not None and run_is_readable_by(run, user=self.user)
 
+    @database_sync_to_async
+    def _may_read_thread(self, thread_id: str) -> bool:
+        thread = Thread.objects.filter(thread_id=thread_id).only("id", "created_by_id").first()
+        return thread is not None and thread_is_readable_by(thread, user=self.user)
+
     async def disconnect(self, code: int) -> None:
         for group in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
@@ -93,6 +107,8 @@ class LivePagesConsumer(AsyncJsonWebsocketConsumer):
         run_id = message.get("run_id")
         if run_id in self.run_ids:
             topic = f"run:{run_id}"
+        elif message.get("thread_id") in self.thread_ids:
+            topic = f"thread:{message['thread_id']}"
         elif message.get("event") == "approvals":
             topic = "approvals"
         else:

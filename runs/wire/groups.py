@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["APPROVALS_GROUP", "RUNS_GROUP", "run_pages_group", "run_stream_group"]
+__all__ = ["APPROVALS_GROUP", "RUNS_GROUP", "run_pages_group", "run_stream_group", "thread_pages_group"]
 
 #: The run list of every signed-in user (each consumer drops runs its user may not read).
 RUNS_GROUP = "live.runs"
@@ -26,3 +26,8 @@ def run_stream_group(run_id: str) -> str:
 def run_pages_group(run_id: str) -> str:
     """The group of one run's pages (timeline, live transcript, console request): told what changed."""
     return f"live.run.{_digest(run_id)}"
+
+
+def thread_pages_group(thread_id: str) -> str:
+    """The group of one thread's chat pages: told when any of its turns changed status (a new turn included)."""
+    return f"live.thread.{_digest(thread_id)}"

@@ -6,6 +6,7 @@ Frames name what changed, never its data: a page fetches itself again, through i
   live.runs          the run list of every signed-in user (each consumer drops runs its user may not read)
   live.run.<digest>  one run's timeline, live transcript and console pages
   live.approvals     the reviewers' queue and request pages
+  live.thread.<digest>  one thread's chat pages: a turn's status changed, or a new turn started
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from runs.models import Run
-from runs.wire.groups import APPROVALS_GROUP, RUNS_GROUP, run_pages_group, run_stream_group
+from runs.wire.groups import APPROVALS_GROUP, RUNS_GROUP, run_pages_group, run_stream_group, thread_pages_group
 
 __all__ = ["approvals_notify", "live_send", "run_status_notify", "run_stream_wake"]
 
@@ -69,11 +70,15 @@ def _group_send(groups: list[str], message: dict[str, Any]) -> None:
 
 def run_status_notify(*, run_pk: int, **kwargs: Any) -> None:
     """Tell the run list and the run's pages its status changed (connected to runs.signals.run_status_changed)."""
-    row = Run.objects.filter(pk=run_pk).values("run_id", "status", "created_by_id").first()
+    row = Run.objects.filter(pk=run_pk).values("run_id", "status", "created_by_id", "thread__thread_id").first()
     if row is None:
         return
-    live_send([RUNS_GROUP, run_pages_group(row["run_id"])], {
+    groups = [RUNS_GROUP, run_pages_group(row["run_id"])]
+    if row["thread__thread_id"]:
+        groups.append(thread_pages_group(row["thread__thread_id"]))
+    live_send(groups, {
         "event": "status", "run_id": row["run_id"], "status": row["status"], "created_by_id": row["created_by_id"],
+        "thread_id": row["thread__thread_id"],
     })
 
 

@@ -25,8 +25,36 @@ def crashmatrix(*args: str) -> str:
 @pytest.mark.timeout(300)  # a dozen cases of real worker processes; about a minute on an idle machine
 def test_the_quick_crash_matrix_keeps_every_invariant_with_real_worker_processes(tmp_path):
     output = crashmatrix("--quick", "--failures", str(tmp_path))
-    assert "10 passed, 0 failed, 0 not reached" in output
-    assert output.count("] reimbursement/") + output.count("] coder/") == 10  # a progress line per case
+    assert "11 passed, 0 failed, 0 not reached" in output
+    assert output.count("] reimbursement/") + output.count("] coder/") == 11  # a progress line per case
+
+
+@pytest.mark.timeout(180)
+def test_the_crash_matrix_runs_a_case_inside_a_threads_second_turn(tmp_path):
+    output = crashmatrix("--quick", "--only", "thread-turn-2", "--failures", str(tmp_path))
+    assert "] reimbursement/after-effect-commit:1/approve-before/worker/thread-turn-2 ... pass" in output
+    assert "1 passed, 0 failed, 0 not reached" in output
+
+
+def test_the_checker_reports_a_second_turn_that_did_not_start_from_the_first_turns_history():
+    import json as json_
+
+    from bench.crash_harness import Schedule
+    from bench.crash_invariants import check_invariants
+    from runs.models import Thread
+    from tests.factories import make_run
+
+    thread = Thread.objects.create(thread_id="cm-thread", agent="reimbursement")
+    first = [{"role": "user", "content": "Reimburse exp-1"},
+             {"role": "assistant", "content": [{"type": "tool_call", "tool_call_id": "c1", "tool_name": "lookup_expense",
+                                                "input": {"expense_id": "exp-1"}}]},
+             {"role": "tool", "content": [{"type": "tool_result", "tool_call_id": "c1", "tool_name": "lookup_expense",
+                                           "output": {"amount": "1"}, "is_error": False}]}]
+    make_run("cm-t1", status="completed", thread=thread, turn=1, input_messages=json_.dumps(first))
+    make_run("cm-y", status="completed", thread=thread, turn=2,
+             input_messages=json_.dumps([{"role": "user", "content": "Reimburse exp-2"}]))  # the history forgotten
+    assert "the turn did not start from the previous turn's whole history" in check_invariants(
+        "cm-y", Schedule(turn=2), saw_review=False)
 
 
 def test_a_case_that_breaks_an_invariant_writes_its_schedule_and_ledger_and_replays(tmp_path, monkeypatch):

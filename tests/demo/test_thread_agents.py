@@ -70,3 +70,27 @@ def test_the_assistant_sends_after_its_user_approves_and_then_recalls_it(users, 
     second = turn("t1", "What did you send?", owner, drain_runs)
     assert answer_of(second) == (
         f"In this conversation I sent 1 message(s): to ada@example.test: \"The build is green\" ({message.message_id}).")
+
+
+def test_the_assistant_answers_a_question_about_a_contact_from_the_first_turns_lookup(users, drain_runs):
+    owner = users["owner"]
+    thread_start(agent="assistant", user=owner, thread_id="t1")
+    first = turn("t1", "Tell Grace the demo is at noon", owner, drain_runs)
+    verdict(pending(first), user=owner)
+    drain_runs()
+    message = SandboxMessage.objects.get()
+    second = turn("t1", "What is Grace's email address?", owner, drain_runs)
+    assert answer_of(second) == (
+        "Grace Hopper's address is grace@example.test, as I looked it up earlier in this conversation. I sent them "
+        f"\"The demo is at noon\" ({message.message_id}).")
+    assert not [part for message in run_latest_messages(run=second)[len(run_latest_messages(run=first)):]
+                if message["role"] == "tool" for part in message["content"]]  # no new lookup: no tool result
+
+
+def test_the_assistant_looks_up_a_contact_no_earlier_turn_found(users, drain_runs):
+    owner = users["owner"]
+    thread_start(agent="assistant", user=owner, thread_id="t1")
+    turn("t1", "Hello", owner, drain_runs)
+    second = turn("t1", "What is Alan's address?", owner, drain_runs)
+    assert answer_of(second) == "Alan Turing's address is alan@example.test."
+    assert second.status == Run.Status.COMPLETED  # a question sends nothing, so nothing waits for approval
