@@ -5,7 +5,7 @@
 
 A run's creator also decides its requests when its agent says so (AgentDefinition.approvals_decided_by "creator",
 as a chat user answers their own assistant); for an agent whose approvals reviewers decide, the creator decides only
-if a reviewer.
+if a reviewer. A forked run's approvals are decided by reviewers whatever its agent says.
 
 The groups are created by migration approvals.0002_roles; approval tokens are shown only to users who
 may decide (they are bearer credentials for the call).
@@ -53,4 +53,6 @@ def approval_is_decidable_by(*, user: Any, run: Any = None) -> bool:
         return False
     if user.has_perm(DECIDE_APPROVALS):
         return True
-    return run is not None and run.created_by_id == user.pk and agent_approvals_decided_by(run.agent) == "creator"
+    # A fork's approvals go to reviewers whatever its agent says (its creator forked another's run).
+    return (run is not None and run.created_by_id == user.pk and not run.is_fork
+            and agent_approvals_decided_by(run.agent) == "creator")
