@@ -95,8 +95,8 @@ class EffectNotFound(RunNotFound):
 class CheckpointNotFound(RunNotFound):
     """The run has no checkpoint of this step (an API 404, as for an unknown run)."""
 
-    def __init__(self, run_id: str, step_index: int) -> None:
-        ServiceError.__init__(self, f"Run {run_id!r} has no checkpoint of step {step_index}.")
+    def __init__(self, run_id: str, step_index: int | str) -> None:
+        ServiceError.__init__(self, f"Run {run_id!r} has no checkpoint of step {step_index!r}.")
         self.run_id = run_id
         self.step_index = step_index
 

@@ -47,7 +47,7 @@ __all__ = [
 
 def run_get(*, run_id: str) -> Run:
     try:
-        return Run.objects.select_related("created_by", "cancelled_by", "thread").get(run_id=run_id)
+        return Run.objects.select_related("created_by", "cancelled_by", "thread", "forked_from").get(run_id=run_id)
     except Run.DoesNotExist:
         raise RunNotFound(run_id) from None
 
