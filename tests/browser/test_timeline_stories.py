@@ -17,6 +17,8 @@ from runs.models import Leg, Run
 from tests.browser.test_people import (  # noqa: F401 (fixtures)
     DESKTOP,
     axe_violations,
+    click,
+    confirm_in_the_console,
     people,
     server,
     shot,
@@ -27,7 +29,7 @@ from tests.browser.test_people import (  # noqa: F401 (fixtures)
     wait_for_status,
     wait_live,
 )
-from tests.factories import make_queued_run, verdict
+from tests.factories import make_queued_run
 from tests.processes import wait_until
 
 
@@ -39,18 +41,20 @@ def serious(violations: list[dict]) -> list[dict]:
 def test_a_reviewer_forks_a_paid_run_from_step_1_and_the_fork_completes_linked_to_its_origin(people, server, browser):
     make_queued_run("paid-1", user=people["olga"])
     wait_for_status("paid-1", "suspended")
-    verdict(ApprovalRequest.objects.get(run__run_id="paid-1"), user=people["rita"])
+    request = ApprovalRequest.objects.get(run__run_id="paid-1")
+    sign_in(browser, server, "rita", f"/console/paid-1/{request.approval_id}/")
+    confirm_in_the_console(browser, "approve", says="calls pay_expense once")
     wait_for_status("paid-1", "completed")
 
-    sign_in(browser, server, "rita", "/runs/paid-1/")
+    browser.get(f"{server}runs/paid-1/")
     wait_live(browser)
-    browser.find_element(By.CSS_SELECTOR, "#run-records summary").click()
+    click(browser, "#run-records summary")
     steps = [button.get_attribute("data-fork-step") for button in
              browser.find_elements(By.CSS_SELECTOR, "#run-records button[data-fork-step]")]
     assert steps == ["0", "1", "2"]
     assert serious(axe_violations(browser)) == []
     shot(browser, "timeline-fork-buttons")
-    browser.find_element(By.CSS_SELECTOR, '#run-records button[data-fork-step="1"]').click()
+    click(browser, '#run-records button[data-fork-step="1"]')
 
     wait(browser, lambda driver: urlparse(driver.current_url).path == "/runs/paid-1-fork-1/", 30)
     assert "forked from step 1 of run paid-1" in text_of(browser, ".messages")
@@ -65,7 +69,7 @@ def test_a_reviewer_forks_a_paid_run_from_step_1_and_the_fork_completes_linked_t
     assert serious(axe_violations(browser)) == []
     shot(browser, "timeline-of-a-fork")
 
-    browser.find_element(By.CSS_SELECTOR, "a.fork-origin").click()
+    click(browser, "a.fork-origin")
     wait(browser, lambda driver: urlparse(driver.current_url).path == "/runs/paid-1/", 30)
     assert re.search(r"run paid-1-fork-1, from step 1 completed", " ".join(text_of(browser, "ul.forks").split()))
 
