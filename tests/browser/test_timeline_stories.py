@@ -49,8 +49,8 @@ def test_a_reviewer_forks_a_paid_run_from_step_1_and_the_fork_completes_linked_t
     browser.get(f"{server}runs/paid-1/")
     wait_live(browser)
     click(browser, "#run-records summary")
-    steps = [button.get_attribute("data-fork-step") for button in
-             browser.find_elements(By.CSS_SELECTOR, "#run-records button[data-fork-step]")]
+    steps = browser.execute_script(  # in one script: a live update may replace the records at any time
+        "return [...document.querySelectorAll('#run-records button[data-fork-step]')].map((b) => b.dataset.forkStep)")
     assert steps == ["0", "1", "2"]
     assert serious(axe_violations(browser)) == []
     shot(browser, "timeline-fork-buttons")
@@ -88,8 +88,9 @@ def test_support_reads_a_run_that_survived_two_sigkills_as_two_interruptions_and
     assert [leg.ended_at is None for leg in Leg.objects.filter(run__run_id="crash-twice")] == [True, True, False]
 
     sign_in(browser, url, "sue", "/runs/crash-twice/")
-    legs = browser.find_elements(By.CSS_SELECTOR, "#run-legs tr[data-leg-state]")
-    assert [leg.get_attribute("data-leg-state") for leg in legs] == ["interrupted", "interrupted", "finished"]
+    states = browser.execute_script(
+        "return [...document.querySelectorAll('#run-legs tr[data-leg-state]')].map((row) => row.dataset.legState)")
+    assert states == ["interrupted", "interrupted", "finished"]
     assert "running" not in text_of(browser, "#run-legs")
     finishes = texts_of(browser, '#run-legs td[data-label="Finish"]')
     assert [re.search(r"leg (\d) took over \d+ s later", text)[1] for text in finishes[:2]] == ["2", "3"]
