@@ -6,6 +6,7 @@
 Who decides a run's requests is run_approvals_decided_by's one answer (SERVICE.md, approvals_decided_by):
   "creator"    the run's creator (as a chat user answers their own assistant), and reviewers and superusers
   "reviewers"  reviewers and superusers, never the run's own creator (four eyes), unless DEUZ_FOUR_EYES=0
+A forked run's approvals are decided by reviewers whatever its agent says.
 
 The groups are created by migration approvals.0002_roles; approval tokens are shown only to users who
 may decide (they are bearer credentials for the call).
@@ -52,7 +53,10 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
 
 
 def run_approvals_decided_by(run: Any) -> str:
-    """Who decides ``run``'s approvals: "reviewers" or "creator" (its agent's approvals_decided_by)."""
+    """Who decides ``run``'s approvals: "reviewers" or "creator" (its agent's approvals_decided_by); a fork's go to
+    reviewers whatever its agent says (its creator forked another's run)."""
+    if run.is_fork:
+        return "reviewers"
     return agent_approvals_decided_by(run.agent)
 
 

@@ -1,7 +1,8 @@
 """Who may read and act on runs: the rules every route, page, admin view and socket applies.
 
   the run's creator        read, follow and cancel their own runs
-  runs.view_every_run      read every run, timeline, checkpoint list and receipt (support, reviewers)
+  runs.view_every_run      read every run, timeline, checkpoint list and receipt (support, reviewers), and fork a
+                           new run from any of its checkpoints (runs.services.fork)
   runs.cancel_every_run    cancel any run (granted to no group; superusers have every permission)
   runs.resolve_effect      resolve an effect that needs review (reviewers)
 
@@ -24,6 +25,7 @@ __all__ = [
     "VIEW_EVERY_RUN",
     "effect_is_resolvable_by",
     "run_is_cancellable_by",
+    "run_is_forkable_by",
     "run_is_readable_by",
     "runs_readable_by",
     "thread_is_readable_by",
@@ -55,6 +57,12 @@ def run_is_readable_by(run: Any, *, user: Any) -> bool:
 
 def run_is_cancellable_by(run: Any, *, user: Any) -> bool:
     return _is_signed_in(user) and (run.created_by_id == user.pk or user.has_perm(CANCEL_EVERY_RUN))
+
+
+def run_is_forkable_by(run: Any, *, user: Any) -> bool:
+    """Forking a new run from one of ``run``'s checkpoints: support and reviewers (who read every run), not the
+    run's creator as such, since a fork's approvals go to reviewers."""
+    return _is_signed_in(user) and user.has_perm(VIEW_EVERY_RUN)
 
 
 def effect_is_resolvable_by(*, user: Any) -> bool:

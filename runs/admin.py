@@ -148,11 +148,11 @@ class RunAdmin(ReadOnlyAdmin):
         "owner_epoch", "worker_id", "created_at",
     ]
     list_filter = ["status", "agent", "cancel_requested"]
-    search_fields = ["run_id", "created_by__username", "thread__thread_id"]
+    search_fields = ["run_id", "created_by__username", "thread__thread_id", "forked_from__run_id"]
     date_hierarchy = "created_at"
     list_select_related = ["created_by", "cancelled_by", "thread"]
     fields = [
-        "run_id", "agent", "thread", "turn", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
+        "run_id", "agent", "thread", "turn", "forked_from", "forked_from_step", "status", "step_index", "usage", "finish_reason", "error", "owner_epoch", "worker_id",
         "lease_expires_at", "cancel_requested", "cancelled_by", "cancelled_at", "cancel_reason", "retry_at",
         "retry_attempt", "retry_limit", "metadata", "created_by", "created_at", "updated_at", "trace_context",
     ]

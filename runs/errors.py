@@ -3,6 +3,7 @@
 ServiceError
   RunNotFound
     EffectNotFound
+    CheckpointNotFound
   RunAlreadyExists
   UnknownAgent
   RunNotResumable
@@ -23,6 +24,7 @@ from __future__ import annotations
 from runs.runtime.exceptions import CheckpointCorruptError, OwnershipLostError
 
 __all__ = [
+    "CheckpointNotFound",
     "EffectNotFound",
     "EffectNotResolvable",
     "IdempotencyKeyError",
@@ -88,6 +90,15 @@ class EffectNotFound(RunNotFound):
         ServiceError.__init__(self, f"No effect {operation_id!r} in run {run_id!r}.")
         self.run_id = run_id
         self.operation_id = operation_id
+
+
+class CheckpointNotFound(RunNotFound):
+    """The run has no checkpoint of this step (an API 404, as for an unknown run)."""
+
+    def __init__(self, run_id: str, step_index: int | str) -> None:
+        ServiceError.__init__(self, f"Run {run_id!r} has no checkpoint of step {step_index!r}.")
+        self.run_id = run_id
+        self.step_index = step_index
 
 
 class EffectNotResolvable(RunNotResumable):

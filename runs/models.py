@@ -165,6 +165,15 @@ class Run(models.Model):
         help_text="The thread this run is a turn of (empty outside a thread).",
     )
     turn = models.PositiveIntegerField(null=True, blank=True, help_text="Its turn in the thread: 1 for the first.")
+    # Forks (runs.services.fork): a run started from a checkpoint of another run, whose history it starts from. The
+    # step stays when the origin's row is deleted, so a fork's approvals still go to reviewers (approvals.roles).
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks",
+        help_text="The run this one was forked from (empty for a run that is not a fork).",
+    )
+    forked_from_step = models.IntegerField(
+        null=True, blank=True, help_text="The step of the origin's checkpoint it was forked from (empty: not a fork).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -187,6 +196,11 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in {self.Status.COMPLETED, self.Status.FAILED, self.Status.CANCELLED}
+
+    @property
+    def is_fork(self) -> bool:
+        """Started from another run's checkpoint (its approvals go to reviewers, whatever its agent says)."""
+        return self.forked_from_step is not None
 
 
 class Leg(models.Model):

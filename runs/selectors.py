@@ -10,19 +10,23 @@ from typing import Any
 from django.db.models import Max, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 
-from runs.errors import RunNotFound, ThreadNotFound
+from runs.errors import CheckpointNotFound, RunNotFound, ThreadNotFound
 from runs.models import Checkpoint, Effect, EffectStopSwitch, EffectTransition, JournalEntry, Leg, Run, Thread
 from runs.runtime.codec import decode_value
 from runs.runtime.types import AgentCheckpoint, Message
 from runs.stores import get_store
+from runs.stores.sessions import checkpoint_from_row
 
 __all__ = [
     "effect_transition_list",
     "effects_stop_list",
+    "messages_with_open_calls_settled",
+    "run_checkpoint_at",
     "run_checkpoint_list",
     "run_checkpoint_rows",
     "run_effect_list",
     "run_effect_rows",
+    "run_fork_list",
     "run_get",
     "run_input_messages",
     "run_journal_count",
@@ -43,7 +47,7 @@ __all__ = [
 
 def run_get(*, run_id: str) -> Run:
     try:
-        return Run.objects.select_related("created_by", "cancelled_by", "thread").get(run_id=run_id)
+        return Run.objects.select_related("created_by", "cancelled_by", "thread", "forked_from").get(run_id=run_id)
     except Run.DoesNotExist:
         raise RunNotFound(run_id) from None
 
@@ -76,6 +80,21 @@ def run_input_messages(run: Run) -> list[dict[str, Any]]:
 def run_checkpoint_list(*, run: Run, include_sub_agents: bool = False) -> list[AgentCheckpoint]:
     """Every stored checkpoint of the run, oldest first, as AgentCheckpoint dicts (time travel)."""
     return get_store("sessions").checkpoint_list(run.run_id, include_sub_agents=include_sub_agents)
+
+
+def run_checkpoint_at(*, run: Run, step_index: int) -> AgentCheckpoint:
+    """The run's own (not a sub-agent's) latest checkpoint of step ``step_index``, full history included: where a
+    step ended (its tool results in) or where it waits. CheckpointNotFound when the run has none of that step."""
+    row = (Checkpoint.objects.filter(run=run, session_key=run.run_id, step_index=step_index)
+           .order_by("-id").first())
+    if row is None:
+        raise CheckpointNotFound(run.run_id, step_index)
+    return checkpoint_from_row(row)
+
+
+def run_fork_list(*, run: Run) -> QuerySet[Run]:
+    """The runs forked from ``run``, oldest first."""
+    return run.forks.order_by("created_at", "id")
 
 
 def run_checkpoint_rows(*, run: Run) -> QuerySet[Checkpoint]:
@@ -197,9 +216,16 @@ def thread_history(*, thread: Thread) -> list[Message]:
     return _open_calls_settled(run_latest_messages(run=latest), status=latest.status)
 
 
-def _open_calls_settled(messages: list[Message], *, status: str) -> list[Message]:
+def messages_with_open_calls_settled(messages: list[Message], *, output: str) -> list[Message]:
+    """``messages`` with an ``is_error`` tool result saying ``output`` for each call no tool message answers (a fork
+    starts from a checkpoint that may wait on some): a provider is never sent an unanswered call."""
+    return _open_calls_settled(messages, status="", output=output)
+
+
+def _open_calls_settled(messages: list[Message], *, status: str, output: str | None = None) -> list[Message]:
     """``messages`` with an ``is_error`` tool result for each call that no tool message right after its assistant
     message answers."""
+    output = output or f"No result: the turn was {status} before this call was answered."
     answered = {
         part.get("tool_call_id")
         for message in messages if message["role"] == "tool" and isinstance(message["content"], list)
@@ -218,7 +244,7 @@ def _open_calls_settled(messages: list[Message], *, status: str) -> list[Message
         if message["role"] == "assistant" and not isinstance(message["content"], str):
             unanswered = [{
                 "type": "tool_result", "tool_call_id": part["tool_call_id"], "tool_name": part["tool_name"],
-                "output": f"No result: the turn was {status} before this call was answered.", "is_error": True,
+                "output": output, "is_error": True,
             } for part in message["content"]
                 if part.get("type") == "tool_call" and part.get("tool_call_id") not in answered]
     if unanswered:

@@ -26,7 +26,7 @@ from runs.api.messages import (
     MessageInputSerializer,
     StrictCharField,
 )
-from runs.errors import EffectNotFound, RunNotFound, ThreadNotFound
+from runs.errors import CheckpointNotFound, EffectNotFound, RunNotFound, ThreadNotFound
 from runs.models import RUN_ID_VALIDATOR, Run
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "METADATA_FILTER_PREFIX",
     "MetadataField",
     "RunCancelInputSerializer",
+    "RunForkInputSerializer",
     "RunListFilterSerializer",
     "RunStartInputSerializer",
     "ThreadMessageInputSerializer",
@@ -47,6 +48,7 @@ __all__ = [
     "path_approval_id",
     "path_operation_id",
     "path_run_id",
+    "path_step_index",
     "path_thread_id",
 ]
 
@@ -255,6 +257,12 @@ class RunCancelInputSerializer(ClosedSerializer):
     )
 
 
+class RunForkInputSerializer(ClosedSerializer):
+    """The optional body of a fork; no body at all mints the new run's id from the origin's."""
+
+    run_id = _id_field("new run")
+
+
 # Ids no run, request or effect can have are 404s before any query (a NUL byte would upset PostgreSQL).
 
 
@@ -263,6 +271,13 @@ def path_run_id(value: str) -> str:
     if not RUN_ID_VALIDATOR.regex.fullmatch(value):
         raise RunNotFound(value[:200])
     return value
+
+
+def path_step_index(run_id: str, value: str) -> int:
+    """The step index of a URL (0 to 999999999: a column's integer), or CheckpointNotFound."""
+    if not re.fullmatch(r"[0-9]{1,9}", value):
+        raise CheckpointNotFound(run_id, value[:20])
+    return int(value)
 
 
 def path_thread_id(value: str) -> str:

@@ -223,6 +223,21 @@ class RunApprovalSerializer(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True)
 
 
+class ForkOriginSerializer(serializers.Serializer):
+    """Where a forked run started: the run and the step of the checkpoint it was forked from."""
+
+    run_id = serializers.CharField(source="forked_from.run_id", allow_null=True,
+                                   help_text="The origin run; null if that run was deleted since.")
+    step_index = serializers.IntegerField(source="forked_from_step")
+
+    def to_representation(self, instance: Any) -> Any:
+        run = getattr(instance, "run", instance)  # a RunSummary or a Run
+        if run.forked_from_step is None:
+            return None
+        return {"run_id": run.forked_from.run_id if run.forked_from is not None else None,
+                "step_index": run.forked_from_step}
+
+
 class RunSerializer(serializers.ModelSerializer):
     """A run as lists show it: status, counters, outcome and approvals, without legs, effects or pending approvals."""
 
@@ -235,12 +250,16 @@ class RunSerializer(serializers.ModelSerializer):
                                       help_text="The thread the run is a turn of; null outside a thread.")
     turn = serializers.IntegerField(allow_null=True, help_text="Its turn in the thread (1 for the first); null "
                                     "outside a thread.")
+    forked_from = ForkOriginSerializer(
+        source="*", read_only=True, allow_null=True,
+        help_text="The run and step this run was forked from (POST .../checkpoints/{step_index}/fork/); null for a "
+        "run that is not a fork.")
 
     class Meta:
         model = Run
         fields = ["run_id", "agent", "status", "status_display", "step_index", "usage", "finish_reason", "error",
                   "cancel_requested", "owner_epoch", "created_at", "updated_at", "retry_at", "retry_attempt",
-                  "retry_limit", "outcome", "approvals", "metadata", "thread_id", "turn"]
+                  "retry_limit", "outcome", "approvals", "metadata", "thread_id", "turn", "forked_from"]
         read_only_fields = fields
 
 

@@ -2,6 +2,7 @@
 
   CanReadRun            object: the run's creator or who may read every run; others get 404, as for no run
   CanCancelRun          object: the run's creator or who may cancel every run; others (who may read it) get 403
+  CanForkRun            object: support and reviewers fork a run's checkpoint; others (who may read it) get 403
   CanDecideApprovals    object: who may approve or deny the run's requests; others get 403
   CanReadThread         object: as CanReadRun, for a thread
   CanWriteThread        object: the thread's creator adds its messages; others (who may read it) get 403
@@ -20,13 +21,14 @@ from approvals.roles import NOT_DECIDABLE, approval_refusal
 from runs.access import (
     CANCEL_EVERY_RUN,
     run_is_cancellable_by,
+    run_is_forkable_by,
     run_is_readable_by,
     thread_is_readable_by,
     thread_is_writable_by,
 )
 from runs.errors import RunNotFound, ThreadNotFound
 
-__all__ = ["CanCancelRun", "CanDecideApprovals", "CanReadRun", "CanReadThread", "CanWriteThread"]
+__all__ = ["CanCancelRun", "CanDecideApprovals", "CanForkRun", "CanReadRun", "CanReadThread", "CanWriteThread"]
 
 
 class CanReadRun(BasePermission):
@@ -45,6 +47,15 @@ class CanCancelRun(BasePermission):
 
     def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
         return run_is_cancellable_by(obj, user=request.user)
+
+
+class CanForkRun(BasePermission):
+    """Forking a run from one of its checkpoints (after CanReadRun, so only someone who may read it learns why)."""
+
+    message = "Forking a run needs the support or reviewers role (the permission to read every run)."
+
+    def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
+        return run_is_forkable_by(obj, user=request.user)
 
 
 class CanDecideApprovals(BasePermission):

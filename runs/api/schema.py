@@ -30,6 +30,7 @@ __all__ = [
     "BAD_PAGE",
     "CSRF_REFUSED",
     "RUN_ID_PATH",
+    "STEP_INDEX_PATH",
     "RunEventsSchemaApi",
     "THREAD_ID_PATH",
     "UNAUTHENTICATED",
@@ -48,6 +49,13 @@ RUN_ID_PATH = OpenApiParameter(
     {**_ID_SCHEMA, "pattern": "^[A-Za-z0-9._:-]+$"},
     OpenApiParameter.PATH,
     description="The run's id; one no run can have is answered 404 like an unknown one.",
+)
+STEP_INDEX_PATH = OpenApiParameter(
+    "step_index",
+    {"type": "string", "pattern": "^[0-9]{1,9}$"},
+    OpenApiParameter.PATH,
+    description="The step of the checkpoint (its `step_index` in the checkpoint list); the run's latest checkpoint "
+    "of that step is the one forked.",
 )
 APPROVAL_ID_PATH = OpenApiParameter(
     "approval_id",

@@ -9,6 +9,7 @@ urlpatterns = [
     path("runs/", views.RunCollectionApi.as_view(), name="api-runs"),
     path("runs/<str:run_id>/", views.RunDetailApi.as_view(), name="api-run-detail"),
     path("runs/<str:run_id>/checkpoints/", views.RunCheckpointListApi.as_view(), name="api-run-checkpoints"),
+    path("runs/<str:run_id>/checkpoints/<str:step_index>/fork/", views.RunForkApi.as_view(), name="api-run-fork"),
     path(
         "runs/<str:run_id>/approvals/<str:approval_id>/",
         views.ApprovalDecideApi.as_view(),

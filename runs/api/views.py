@@ -31,10 +31,12 @@ from runs.api.inputs import (
     ApprovalDecideInputSerializer,
     CheckpointListFilterSerializer,
     RunCancelInputSerializer,
+    RunForkInputSerializer,
     RunListFilterSerializer,
     RunStartInputSerializer,
     path_approval_id,
     path_run_id,
+    path_step_index,
 )
 from runs.api.outputs import (
     SHOW_TOKENS,
@@ -54,11 +56,12 @@ from runs.api.idempotency import (
     IDEMPOTENT_REPLAYED,
     idempotent_response,
 )
-from runs.api.permissions import CanCancelRun, CanDecideApprovals, CanReadRun
+from runs.api.permissions import CanCancelRun, CanDecideApprovals, CanForkRun, CanReadRun
 from runs.agents import agent_list
 from runs.api.schema import (
     APPROVAL_ID_PATH,
     BAD_PAGE,
+    STEP_INDEX_PATH,
     CSRF_REFUSED,
     RUN_ID_PATH,
     UNAUTHENTICATED,
@@ -79,6 +82,7 @@ from runs.selectors import (
     run_list,
 )
 from runs.services.idempotency import IdempotentAnswer
+from runs.services.fork import run_fork
 from runs.services.lifecycle import run_cancel, run_start
 
 __all__ = [
@@ -89,6 +93,7 @@ __all__ = [
     "RunCheckpointListApi",
     "RunCollectionApi",
     "RunDetailApi",
+    "RunForkApi",
     "RunListApi",
     "RunStartApi",
     "run_detail_json",
@@ -193,7 +198,7 @@ class RunListApi(_PaginatedApi):
     def get(self, request: Request) -> Response:
         filters = validated_input(RunListFilterSerializer, request.query_params)
         runs = runs_readable_by(run_list(**filters), user=request.user)
-        runs = runs.select_related("cancelled_by", "thread").prefetch_related(*RUN_LIST_PREFETCH)
+        runs = runs.select_related("cancelled_by", "thread", "forked_from").prefetch_related(*RUN_LIST_PREFETCH)
         return self.paginated(request, _Presented(runs, _run_summary), RunSerializer)
 
 
@@ -352,3 +357,33 @@ class RunCancelApi(_Api):
             run_id=run.run_id, user=request.user, **validated_input(RunCancelInputSerializer, request.data)
         )
         return Response(run_detail_json(run, request))
+
+
+class RunForkApi(_Api):
+    permission_classes = [IsAuthenticated, CanReadRun, CanForkRun]
+
+    @extend_schema(
+        operation_id="runs_checkpoints_fork",
+        summary="Start a new run from one of the run's checkpoints",
+        description="A new run of the same agent, created by you, whose history is the run's latest checkpoint of "
+        "that step, queued for a worker; its `forked_from` is `{\"run_id\", \"step_index\"}`. Its id is the body's "
+        "`run_id`, or `<run_id>-fork-<n>`. A tool call the history holds with its result is not made again; one the "
+        "checkpoint had not answered (waiting for a verdict, say) gets an error result instead, so no approval "
+        "request or token of the original carries over. Its own approvals go to reviewers, whatever its agent "
+        "says. The body is optional. Support and reviewers may fork.",
+        request=RunForkInputSerializer,
+        parameters=[RUN_ID_PATH, STEP_INDEX_PATH, WWW_AUTHENTICATE],
+        responses=json_body_answers({
+            201: RunDetailSerializer,
+            400: error_answer("Field errors (a run_id that is not 1-200 of the run-id characters, an unknown key)."),
+            404: error_answer("No such run, one you may not read, or no checkpoint of that step."),
+            409: error_answer("A run with this run_id exists."),
+        }, forbidden=f"A run you may read but not fork (support and reviewers fork), or {CSRF_REFUSED}."),
+    )
+    def post(self, request: Request, run_id: str, step_index: str) -> Response:
+        origin = self.run_checked(request, run_id)
+        fork = run_fork(
+            run_id=origin.run_id, step_index=path_step_index(origin.run_id, step_index), user=request.user,
+            new_run_id=validated_input(RunForkInputSerializer, request.data).get("run_id"),
+        )
+        return Response(run_detail_json(fork, request), status=status.HTTP_201_CREATED)

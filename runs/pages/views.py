@@ -22,17 +22,24 @@ from django.shortcuts import redirect, render
 from django.views import defaults
 from django.views.decorators.http import require_POST, require_safe
 
-from runs.access import effect_is_resolvable_by, run_is_cancellable_by, run_is_readable_by, runs_readable_by
-from runs.errors import EffectNotFound, RunNotFound, RunNotResumable
+from runs.access import (
+    effect_is_resolvable_by,
+    run_is_cancellable_by,
+    run_is_forkable_by,
+    run_is_readable_by,
+    runs_readable_by,
+)
+from runs.errors import CheckpointNotFound, EffectNotFound, RunNotFound, RunNotResumable
 from runs.pages.forms import RunCancelForm, RunFilterForm
 from runs.models import Run
 from runs.presenters.outcome import RUN_LIST_PREFETCH, run_first_request, run_list_outcome
 from runs.presenters.timeline import run_page_get, run_verdict_list
 from runs.selectors import run_get, run_list, thread_turn_list
+from runs.services.fork import run_fork
 from runs.services.lifecycle import run_cancel
 from runs.services.resolution import effect_resolve
 
-__all__ = ["effect_resolve_submit", "run_cancel_page", "run_detail", "run_list_page", "run_live"]
+__all__ = ["effect_resolve_submit", "run_cancel_page", "run_detail", "run_fork_page", "run_list_page", "run_live"]
 
 RUNS_PER_PAGE = 50
 
@@ -96,6 +103,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         # A thread's turns share its creator, so whoever reads this turn reads the others.
         "thread_turns": [] if thread is None else list(thread_turn_list(thread=thread)),
         "may_cancel": not page.run.is_terminal and run_is_cancellable_by(page.run, user=request.user),
+        "may_fork": run_is_forkable_by(page.run, user=request.user),
     })
 
 
@@ -118,6 +126,24 @@ def run_cancel_page(request: HttpRequest, run_id: str) -> HttpResponse:
     else:
         messages.success(request, f"Run {run.run_id} cancelled: no new model calls, no new effects.")
     return redirect("run-detail", run.run_id)
+
+
+@login_required
+@_not_found_page
+@require_POST
+def run_fork_page(request: HttpRequest, run_id: str, step_index: int) -> HttpResponse:
+    """Fork a new run from the run's checkpoint of ``step_index`` (support and reviewers); on to the new run's
+    page, which links back to this one."""
+    run = _readable_run(request, run_id)
+    if not run_is_forkable_by(run, user=request.user):
+        raise PermissionDenied("Forking a run needs the support or reviewers role.")
+    try:
+        fork = run_fork(run_id=run.run_id, step_index=step_index, user=request.user)
+    except CheckpointNotFound:
+        raise Http404(f"Run {run.run_id!r} has no checkpoint of step {step_index}.") from None
+    messages.success(request, f"Run {fork.run_id} forked from step {step_index} of run {run.run_id}: it is queued "
+                              "and runs like any run.")
+    return redirect("run-detail", fork.run_id)
 
 
 @login_required

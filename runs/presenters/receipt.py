@@ -1,5 +1,6 @@
-"""The recovery receipt of a run (`runs export`, the API): what it did, who decided and cancelled, and why
-each effect happened once. It never holds a bearer token, only the token's digest."""
+"""The recovery receipt of a run (`runs export`, the API): what it did, who decided and cancelled, which legs were
+interrupted (and when that was detected), and why each effect happened once. It never holds a bearer token, only
+the token's digest."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_run_list
-from runs.models import Checkpoint, Effect, Leg, Run
+from runs.models import Checkpoint, Effect, Run
+from runs.presenters.leg_ends import LegEnd, interruption_text, run_leg_ends
 from runs.presenters.plain_text import message_text
 from runs.presenters.state import run_people_state
 from runs.selectors import run_checkpoint_rows, run_effect_rows, run_latest_messages, run_leg_list
@@ -28,7 +30,7 @@ def run_receipt(run: Run) -> dict[str, Any]:
         "receipt_version": RECEIPT_VERSION,
         "generated_at": _iso(timezone.now()),
         "run": _run_record(run),
-        "legs": [_leg_record(leg) for leg in run_leg_list(run=run)],
+        "legs": [_leg_record(end, run) for end in run_leg_ends(run, list(run_leg_list(run=run)))],
         "checkpoints": [_checkpoint_record(row) for row in run_checkpoint_rows(run=run)],
         "approvals": [_approval_record(request) for request in approval_run_list(run=run)],
         "effects": [_effect_record(effect) for effect in run_effect_rows(run=run)],
@@ -54,10 +56,17 @@ def _run_record(run: Run) -> dict[str, Any]:
         "cancelled_at": _iso(run.cancelled_at),
         "created_at": _iso(run.created_at),
         "updated_at": _iso(run.updated_at),
+        "forked_from": None if not run.is_fork else {
+            "run_id": run.forked_from.run_id if run.forked_from is not None else None,
+            "step_index": run.forked_from_step,
+        },
     }
 
 
-def _leg_record(leg: Leg) -> dict[str, Any]:
+def _leg_record(end: LegEnd, run: Run) -> dict[str, Any]:
+    """A leg as stored, with how it ended (runs.presenters.leg_ends): a leg whose worker died has its
+    ``interruption``, as the API's legs do."""
+    leg = end.leg
     return {
         "number": leg.number,
         "kind": leg.kind,
@@ -68,6 +77,15 @@ def _leg_record(leg: Leg) -> dict[str, Any]:
         "finish_reason": leg.finish_reason,
         "usage": leg.usage,
         "error": leg.error,
+        "state": end.state,
+        "interruption": None if not end.is_interrupted else {
+            "last_seen_at": _iso(end.last_seen_at),
+            "detected_at": _iso(end.detected_at),
+            "last_step": end.last_step,
+            "gap_seconds": end.gap_seconds,
+            "next_leg": end.next_leg_number,
+            "text": interruption_text(end, run),
+        },
     }
 
 

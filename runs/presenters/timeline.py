@@ -26,6 +26,7 @@ from runs.runtime.subagents import child_run_id
 from runs.selectors import (
     run_checkpoint_rows,
     run_effect_rows,
+    run_fork_list,
     run_get,
     run_input_messages,
     run_journal_count,
@@ -357,7 +358,8 @@ def run_evidence_list(*, run: Run, rows: list[Checkpoint] | None = None) -> list
 
 
 def _evidence(run: Run, histories: _Histories) -> list[Evidence]:
-    client_ids = {part.get("tool_call_id") for part in _tool_results(run_input_messages(run))}
+    # A fork's history holds its origin's tool results: they are the origin's, not sent by a client.
+    client_ids = set() if run.is_fork else {part.get("tool_call_id") for part in _tool_results(run_input_messages(run))}
     root = histories.latest.get(run.run_id)
     sessions = [(run.run_id, root["messages"] if root is not None else run_input_messages(run), ())]
     sessions += [
@@ -395,6 +397,8 @@ class RunPage:
     journal_count: int
     client_results: list[Evidence]
     unreadable_sessions: list[str]
+    forks: list[Run] = field(default_factory=list)  # the runs forked from this one, oldest first
+    fork_points: frozenset[int] = frozenset()  # the checkpoint rows a fork starts from: the run's last of each step
 
 
 def run_page_get(*, run_id: str | None = None, run: Run | None = None) -> RunPage:
@@ -421,7 +425,15 @@ def run_page_get(*, run_id: str | None = None, run: Run | None = None) -> RunPag
         journal_count=run_journal_count(run=run),
         client_results=[item for item in _evidence(run, histories) if item.is_client_supplied],
         unreadable_sessions=histories.unreadable,
+        forks=list(run_fork_list(run=run)),
+        fork_points=_fork_points(run, rows),
     )
+
+
+def _fork_points(run: Run, rows: list[Checkpoint]) -> frozenset[int]:
+    """The ids of the rows runs.services.fork starts from: the run's own latest checkpoint of each step."""
+    latest = {row.step_index: row.pk for row in rows if row.session_key == run.run_id}
+    return frozenset(latest.values())
 
 
 

@@ -72,10 +72,12 @@ def _lease_until():
 def run_start(
     *, agent: str, messages: list[dict[str, Any]], run_id: str | None = None, user: AbstractBaseUser | None = None,
     metadata: dict[str, Any] | None = None, thread: Thread | None = None, turn: int | None = None,
+    forked_from: Run | None = None, forked_from_step: int | None = None,
 ) -> Run:
     """Queue a new run of ``agent`` on ``messages``; ``run_id`` is minted when not given; ``metadata`` is the
     client's own JSON object, kept as given; ``thread`` and ``turn`` make it a turn of a thread (through
-    runs.services.threads, which computes its messages)."""
+    runs.services.threads, which computes its messages); ``forked_from`` and ``forked_from_step`` a fork of a
+    run's checkpoint (through runs.services.fork)."""
     agent_get(agent)  # raises UnknownAgent
     run = Run(
         run_id=run_id or f"run_{timezone.now():%Y%m%d}_{_token()}",
@@ -86,6 +88,8 @@ def run_start(
         metadata=metadata or {},
         thread=thread,
         turn=turn,
+        forked_from=forked_from,
+        forked_from_step=forked_from_step,
     )
     run.full_clean(validate_unique=False)
     try:

@@ -1,5 +1,5 @@
-"""`manage.py runs`: the operators' view of runs: list, show, follow, resume, cancel, export; and the effect
-ledger's controls: resolve (an effect that needs review) and stop-effects (the stop switch).
+"""`manage.py runs`: the operators' view of runs: list, show, follow, resume, cancel, export, fork (a new run from a
+checkpoint); and the effect ledger's controls: resolve (an effect that needs review) and stop-effects (the stop switch).
 
 `follow` reads progress from the run's journal (runs.presenters.progress); `export` writes the receipt of
 runs.presenters.receipt; `show` prints the people-facing state of runs.presenters.state.
@@ -21,7 +21,7 @@ from approvals.models import ApprovalRequest
 from approvals.selectors import approval_pending_list
 from runs.presenters.plain_text import message_text, one_line, table, when
 from runs.services.resolution import RESOLVE_ACTIONS, effect_resolve
-from runs.errors import RunNotFound, RunNotResumable, SealedDataError, UnknownAgent
+from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, SealedDataError, UnknownAgent
 from runs.models import Run
 from runs.presenters.leg_ends import interruption_text, run_leg_ends
 from runs.presenters.progress import JournalProgress, ProgressEvent
@@ -39,6 +39,7 @@ from runs.selectors import (
     run_list,
 )
 from runs.runtime.usage import total_tokens_of
+from runs.services.fork import run_fork
 from runs.services.lifecycle import run_cancel, run_requeue
 from runs.services.stop_switch import effects_release, effects_stop
 
@@ -92,8 +93,8 @@ _EVENT_LINES = {
 
 
 class Command(BaseCommand):
-    help = ("Operators' view of runs: list, show, follow, resume, cancel, export (the recovery receipt), prune; "
-            "resolve an effect that needs review; stop-effects (the stop switch).")
+    help = ("Operators' view of runs: list, show, follow, resume, cancel, export (the recovery receipt), fork (a new "
+            "run from a checkpoint), prune; resolve an effect that needs review; stop-effects (the stop switch).")
 
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -119,6 +120,16 @@ class Command(BaseCommand):
         cancel.add_argument("--reason", default="", help="Why; kept with who cancelled and shown with the run.")
         cancel.add_argument("--as", "--user", dest="username", metavar="USER",
                             help="Who cancels it (recorded); without it the cancel is the system's.")
+
+        fork = actions.add_parser(
+            "fork", help="Start a new run of the same agent from the run's checkpoint of STEP_INDEX (its latest of "
+            "that step): nothing the run did is done again; its approvals go to reviewers.")
+        fork.add_argument("run_id")
+        fork.add_argument("step_index", type=_whole_number(0))
+        fork.add_argument("--run-id", dest="new_run_id", metavar="ID",
+                          help="The new run's id (default: RUN_ID-fork-N).")
+        fork.add_argument("--as", "--user", dest="username", metavar="USER",
+                          help="Who forks it (its creator); without it the fork is the system's.")
 
         prune = actions.add_parser(
             "prune", help="Remove finished runs' journals, checkpoints and messages, keeping their receipts; and "
@@ -155,7 +166,7 @@ class Command(BaseCommand):
     def handle(self, *args, action: str, **options: Any) -> None:
         try:
             getattr(self, f"handle_{action.replace('-', '_')}")(**options)
-        except (RunNotFound, RunNotResumable, SealedDataError, UnknownAgent, PermissionDenied) as exc:
+        except (RunNotFound, RunAlreadyExists, RunNotResumable, SealedDataError, UnknownAgent, PermissionDenied) as exc:
             raise CommandError(str(exc)) from None
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from None
@@ -187,6 +198,9 @@ class Command(BaseCommand):
         out.write(f"Run {run.run_id} ({run.agent or 'no agent'})")
         if run.thread is not None:
             out.write(f"  Thread:   {run.thread.thread_id}, turn {run.turn} of {run.thread.turns.count()}")
+        if run.is_fork:
+            origin = run.forked_from.run_id if run.forked_from is not None else "a run deleted since"
+            out.write(f"  Forked:   from {origin}, step {run.forked_from_step}")
         out.write(f"  State:    {state.label}  [{run.status}]")
         out.write(f"  Why:      {state.why}")
         out.write(f"  Next:     {state.next_action}")
@@ -303,6 +317,13 @@ class Command(BaseCommand):
             self.stdout.write(f"Run {run.run_id} cancelled.")
         else:
             self.stdout.write(f"Run {run.run_id}: cancellation requested; its running leg stops within a second.")
+
+    def handle_fork(self, *, run_id: str, step_index: int, new_run_id: str | None, username: str | None,
+                    **options: Any) -> None:
+        user = _user_named(username) if username else None
+        fork = run_fork(run_id=run_id, step_index=step_index, user=user, new_run_id=new_run_id)
+        self.stdout.write(f"Run {fork.run_id} forked from step {step_index} of run {run_id}; it is queued and a "
+                          "worker will pick it up.")
 
     def _write_evidence(self, effect: Any) -> None:
         """An effect that needs review: its ledger entries (what reconciliation read) and the three controls."""

@@ -7,9 +7,10 @@ import time
 
 import pytest
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from runs.models import Run
+from runs.models import Leg, Run
 from tests.commands import runs_cli
 from tests.factories import make_paid_run, make_queued_run, make_suspended_run, make_user
 
@@ -253,3 +254,54 @@ def test_follow_gives_up_at_the_timeout():
 def test_an_unknown_run_id_is_a_command_error(action):
     with pytest.raises(CommandError, match=r"^No run 'nope'\.$"):
         runs_cli(action, "nope")
+
+
+# -------------------------------------------------------------------- fork
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fork_starts_a_new_run_from_a_checkpoint_that_runs_to_completion(paid_run, drain_runs):
+    rita = make_user("rita", "reviewers")
+    output = runs_cli("fork", "r-paid", "1", "--as", "rita")
+    assert output.strip() == ("Run r-paid-fork-1 forked from step 1 of run r-paid; it is queued and a worker will "
+                              "pick it up.")
+    drain_runs()
+    fork = Run.objects.get(run_id="r-paid-fork-1")
+    assert (fork.forked_from, fork.forked_from_step, fork.created_by, fork.status) == (paid_run, 1, rita, "completed")
+    assert "Forked:   from r-paid, step 1" in runs_cli("show", "r-paid-fork-1")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fork_takes_the_new_runs_id(paid_run):
+    runs_cli("fork", "r-paid", "0", "--run-id", "again-1")
+    assert Run.objects.get(run_id="again-1").forked_from == paid_run
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("args", "says"), [
+    (("r-paid", "9"), "has no checkpoint of step 9"),
+    (("nobody", "0"), "No run 'nobody'"),
+    (("r-paid", "0", "--run-id", "r-paid"), "A run 'r-paid' exists already"),
+    (("r-paid", "0", "--run-id", "bad id"), "A run id is 1-200 characters"),
+    (("r-paid", "0", "--as", "ghost"), "No user named 'ghost'"),
+])
+def test_fork_refusals_are_command_errors_and_fork_nothing(paid_run, args, says):
+    with pytest.raises(CommandError, match=says):
+        runs_cli("fork", *args)
+    assert Run.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_export_tells_an_interrupted_leg_with_when_its_death_was_detected():
+    run = make_queued_run("r-crashed")
+    Leg.objects.create(run=run, number=1, kind="start", owner_epoch=1, worker_id="vm:1")
+    Leg.objects.create(run=run, number=2, kind="recovery", owner_epoch=2, worker_id="vm:2",
+                       ended_at=timezone.now(), finish_reason="stop")
+    Run.objects.filter(pk=run.pk).update(status="completed", owner_epoch=2)
+    first, second = json.loads(runs_cli("export", "r-crashed"))["legs"]
+    assert (first["state"], first["ended_at"], second["state"], second["interruption"]) == (
+        "interrupted", None, "finished", None)
+    told = first["interruption"]
+    assert (told["next_leg"], told["last_step"]) == (2, None) and told["gap_seconds"] >= 0
+    assert told["detected_at"] == Leg.objects.get(run=run, number=2).started_at.isoformat()
+    assert "recovered" in told["text"] and "by worker vm:2 (leg 2)" in told["text"]

@@ -4,6 +4,7 @@ page, in `runs show` and in the API's legs; a reader who may not read the run ge
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 
@@ -99,3 +100,12 @@ def test_a_leg_left_open_on_a_run_that_stopped_running_reads_interrupted(browser
     html = browser_for("owner").get("/runs/r-stopped/").content.decode()
     assert re.findall(r'data-leg-state="(\w+)"', between(html, 'id="run-legs"', "</section>")) == ["interrupted"]
     assert "worker w stopped before it checkpointed a step" in html and "not resumed: the run is failed" in html
+
+
+def test_runs_export_holds_both_interruptions_with_their_gaps(twice_killed):
+    legs = json.loads(runs_cli("export", "crash-twice"))["legs"]
+    assert [leg["state"] for leg in legs] == ["interrupted", "interrupted", "finished"]
+    told = [leg["interruption"] for leg in legs[:2]]
+    assert [(item["last_step"], item["next_leg"]) for item in told] == [(0, 2), (1, 3)]
+    assert all(item["gap_seconds"] >= 0 and item["detected_at"] >= item["last_seen_at"] for item in told)
+    assert legs[2]["interruption"] is None
