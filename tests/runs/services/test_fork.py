@@ -69,7 +69,7 @@ def test_a_fork_before_a_made_payment_is_told_the_origin_paid_and_nothing_is_pai
     origin = make_paid_run(drain_runs)
     fork = run_fork(run_id=origin.run_id, step_index=0, user=reviewer)
     drain_runs()
-    verdict(ApprovalRequest.objects.get(run=fork, status=ApprovalRequest.Status.PENDING), user=reviewer)
+    verdict(ApprovalRequest.objects.get(run=fork, status=ApprovalRequest.Status.PENDING), user=make_user("vera", "reviewers"))
     drain_runs()
     final = run_latest_messages(run=fork)[-1]["content"][0]["text"]
     assert f"already paid by run {origin.run_id}" in final
