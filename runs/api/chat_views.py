@@ -22,7 +22,7 @@ from django.core.exceptions import PermissionDenied
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -120,8 +120,19 @@ class TurnNotRewritable(APIException):
     default_detail = ("A turn is never rewritten: regenerate-message is refused. Send a new message instead.")
 
 
-def _messages_error(message: str) -> ValidationError:
-    return ValidationError({"messages": [message]})
+class ChatUnprocessable(APIException):
+    """A well-formed body that holds nothing Deuz can act on (the document cannot say which UIMessage is last, so a
+    body it allows is refused as unprocessable, not as malformed), with field errors as a 400 has them."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.detail = {"detail": message, field: [message]}
+
+
+def _messages_error(message: str) -> ChatUnprocessable:
+    return ChatUnprocessable("messages", message)
 
 
 class _ChatApi(ApiView):
@@ -165,14 +176,16 @@ class ChatSendApi(_ChatApi):
         request=ChatInputSerializer,
         parameters=[IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, WWW_AUTHENTICATE],
         responses={(200, "text/event-stream"): _UI_STREAM, **json_body_answers({
-            400: error_answer("Field errors: no text or file in the last user message, an assistant message with no "
-                              "answered approval, a new chat without its agent, malformed JSON or Idempotency-Key."),
+            400: error_answer("Field errors (a body that is not the transport's), malformed JSON, a malformed "
+                              "Idempotency-Key."),
             404: error_answer("No such chat (thread) you may read, or an approval it does not hold."),
             409: OpenApiResponse(TurnActiveSerializer, description="A turn is in progress (`active_run_id`), "
                                  "another agent than the chat's, an approval already decided, or "
                                  f"{IDEMPOTENCY_KEY_IN_FLIGHT}."),
-            422: error_answer("`trigger` is regenerate-message (a turn is never rewritten), or the "
-                              "Idempotency-Key was sent before with another body."),
+            422: error_answer("`trigger` is regenerate-message (a turn is never rewritten); a body that holds "
+                              "nothing to act on, with field errors (a last user message without text or a data: "
+                              "file, an assistant message with no answered approval, a new chat without its "
+                              "`agent`); or the Idempotency-Key was sent before with another body."),
             429: error_answer("You have as many streams open as you may."),
         }, forbidden="A chat you may read but did not start (a message), approvals you may not decide (a verdict: "
            f"nothing is decided), or {CSRF_REFUSED}.")},
@@ -207,6 +220,8 @@ class ChatSendApi(_ChatApi):
             raise _messages_error(str(exc)) from None
         if thread is not None and not thread_is_writable_by(thread, user=request.user):
             raise PermissionDenied(CanWriteThread.message)
+        if thread is None and not given.get("agent"):
+            raise ChatUnprocessable("agent", "A new chat (an id that names no thread yet) needs its agent.")
 
         def sent() -> IdempotentAnswer:
             run = chat_message_send(chat_id=given["id"], content=content, agent=given.get("agent"), user=request.user)

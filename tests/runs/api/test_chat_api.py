@@ -132,25 +132,25 @@ def test_a_message_while_a_turn_is_active_is_a_409_naming_it(owner_client):
     assert response.json()["active_run_id"] == Run.objects.get(thread__thread_id="c1").run_id
 
 
-def test_a_new_chat_without_its_agent_is_a_400_naming_agent(owner_client):
+def test_a_new_chat_without_its_agent_is_a_422_naming_agent(owner_client):
     response = send(owner_client, body(agent=None))
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "agent" in response.json()
     assert not Thread.objects.exists()
 
 
 @pytest.mark.parametrize("parts", [[], [{"type": "text", "text": "  "}], [{"type": "step-start"}],
                                    [{"type": "file", "mediaType": "image/png", "url": "https://example.com/a.png"}]])
-def test_a_last_user_message_without_text_or_a_data_file_is_a_400(owner_client, parts):
+def test_a_last_user_message_without_text_or_a_data_file_is_a_422_naming_messages(owner_client, parts):
     sent = body()
     sent["messages"][0]["parts"] = parts
     response = send(owner_client, sent)
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "messages" in response.json()
 
 
-@pytest.mark.parametrize("change", [{"messages": []}, {"id": "a b"}, {"trigger": "go"}, {"extra": 1},
-                                    {"agent": "nobody"}])
+@pytest.mark.parametrize("change", [{"messages": []}, {"messages": [5]}, {"id": "a b"}, {"trigger": "go"},
+                                    {"extra": 1}, {"agent": "nobody"}])
 def test_a_malformed_body_is_a_400(owner_client, change):
     response = send(owner_client, {**body(), **change})
     assert response.status_code == 400
@@ -226,10 +226,11 @@ def test_an_answer_already_decided_is_a_409(owner_client, suspended_chat):
     assert response.status_code == 409
 
 
-def test_an_assistant_message_with_no_answered_approval_is_a_400(owner_client, suspended_chat):
+def test_an_assistant_message_with_no_answered_approval_is_a_422(owner_client, suspended_chat):
     sent = answer(suspended_chat)
     sent["messages"][0]["parts"][1]["state"] = "approval-requested"
-    assert send(owner_client, sent).status_code == 400
+    response = send(owner_client, sent)
+    assert (response.status_code, response.json()["messages"][0][:40]) == (422, "The last message is the assistant's, wit")
 
 
 def test_a_session_post_needs_the_csrf_token_and_a_token_post_does_not(owner, owner_client, settings):
