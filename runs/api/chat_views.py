@@ -109,7 +109,8 @@ class ChatInputSerializer(ClosedSerializer):
     messages = _UIMessagesField(help_text="The chat's UIMessages; only the last is read.")
     trigger = serializers.ChoiceField(choices=["submit-message", "regenerate-message"],
                                       help_text="`regenerate-message` is refused (422): a turn is never rewritten.")
-    messageId = StrictCharField(required=False, allow_null=True, max_length=200, trim_whitespace=False,  # noqa: N815
+    messageId = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=200,  # noqa: N815
+                                trim_whitespace=False,
                                 help_text="The message useChat continues (an approval's answer): not read.")
     agent = AgentField(required=False, help_text="The agent of a new chat; when given for an existing chat, it must "
                        "be the thread's (else 409).")

@@ -125,3 +125,16 @@ def test_a_second_turn_is_sent_the_first_turns_tool_calls_and_results(client, ch
              and isinstance(message["content"], list) for part in message["content"] if part["type"] == "tool_call"]
     assert [result["output"] for result in results] == [{"found": "facts about plain one"}]
     assert [call["tool_call_id"] for call in calls] == [results[0]["tool_call_id"]]
+
+
+def test_the_example_terminal_chat_talks_to_the_assistant_and_answers_its_approval(server):
+    token = token_of(make_user("olga"))
+    completed = subprocess.run(
+        [shutil.which("node") or "node", "examples/ai-sdk-chat/chat.mjs", "assistant", "example-chat"],
+        input="Tell Ada the build is green\ny\nWhat did you send?\n\n", cwd=REPO_ROOT, capture_output=True, text=True,
+        timeout=120, env={**os.environ, "DEUZ_URL": server.url, "DEUZ_TOKEN": token})
+    assert completed.returncode == 0, completed.stderr
+    assert "Approve send_message" in completed.stdout
+    assert "Sent to Ada Lovelace" in completed.stdout
+    # The second turn answers from the first's tool result, which the thread kept.
+    assert 'In this conversation I sent 1 message(s): to ada@example.test: "The build is green"' in completed.stdout
