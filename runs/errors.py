@@ -11,6 +11,7 @@ ServiceError
   ThreadNotFound
   ThreadAlreadyExists
   ThreadTurnActive
+  ThreadAgentMismatch
   IdempotencyKeyError
     IdempotencyKeyInvalid
     IdempotencyKeyReused
@@ -37,6 +38,7 @@ __all__ = [
     "SealedDataError",
     "ServiceError",
     "StaleOwnerError",
+    "ThreadAgentMismatch",
     "ThreadAlreadyExists",
     "ThreadNotFound",
     "ThreadTurnActive",
@@ -144,3 +146,12 @@ class ThreadTurnActive(ServiceError):
         self.thread_id = thread_id
         self.active_run_id = active_run_id
         self.status = status
+
+
+class ThreadAgentMismatch(ServiceError):
+    """A chat names another agent than its thread's: a thread talks to one agent (409)."""
+
+    def __init__(self, thread_id: str, agent: str) -> None:
+        super().__init__(f"Thread {thread_id!r} talks to the agent {agent!r}; start another chat for another agent.")
+        self.thread_id = thread_id
+        self.agent = agent

@@ -4,6 +4,7 @@
   RunAlreadyExists                            409, field error on "run_id"
   ThreadAlreadyExists                         409, field error on "thread_id"
   ThreadTurnActive                            409 with "active_run_id"
+  ThreadAgentMismatch                         409, field error on "agent"
   UnknownAgent                                400, field error on "agent"
   RunNotResumable, ApprovalNotDecidable       409
   IdempotencyKeyInvalid                       400, field error on "Idempotency-Key" (the header)
@@ -42,6 +43,7 @@ from runs.errors import (
     RunAlreadyExists,
     RunNotFound,
     RunNotResumable,
+    ThreadAgentMismatch,
     ThreadAlreadyExists,
     ThreadNotFound,
     ThreadTurnActive,
@@ -65,6 +67,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return _error(status.HTTP_409_CONFLICT, str(exc), thread_id=[str(exc)])
     if isinstance(exc, ThreadTurnActive):
         return _error(status.HTTP_409_CONFLICT, str(exc), active_run_id=exc.active_run_id)
+    if isinstance(exc, ThreadAgentMismatch):
+        return _error(status.HTTP_409_CONFLICT, str(exc), agent=[str(exc)])
     if isinstance(exc, (RunNotResumable, IdempotencyKeyInFlight)):
         return _error(status.HTTP_409_CONFLICT, str(exc))
     if isinstance(exc, IdempotencyKeyInvalid):

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.api import effect_views, thread_views, views
+from runs.api import chat_views, effect_views, thread_views, views
 
 urlpatterns = [
     path("agents/", views.AgentListApi.as_view(), name="api-agents"),
@@ -22,6 +22,9 @@ urlpatterns = [
     path("threads/<str:thread_id>/", thread_views.ThreadDetailApi.as_view(), name="api-thread-detail"),
     path("threads/<str:thread_id>/messages/", thread_views.ThreadMessageAddApi.as_view(),
          name="api-thread-messages"),
+    path("chat/", chat_views.ChatSendApi.as_view(), name="api-chat"),
+    path("chat/<str:chat_id>/stream/", chat_views.ChatStreamApi.as_view(), name="api-chat-stream"),
+    path("chat/<str:chat_id>/messages/", chat_views.ChatMessageListApi.as_view(), name="api-chat-messages"),
     path("metrics/", effect_views.MetricsApi.as_view(), name="api-metrics"),
     path("effects/stop/", effect_views.EffectStopApi.as_view(), name="api-effects-stop"),
 ]

@@ -35,12 +35,21 @@ a sub-agent's part         its tool calls are tool parts of their own (``dynamic
 
 A recovery means the restarted step's earlier chunks are void; a front end that shows them drops the parts between
 that step's ``step-start`` and the ``data-deuz-recovery``. No other module knows these chunk names.
+
+The other way, and for a reload: ``ui_user_content`` reads the text and file parts of a UIMessage a client sends as a
+Deuz user message's content, ``ui_approval_responses`` the verdicts of an assistant UIMessage's tool parts in state
+``approval-responded`` (``addToolApprovalResponse``); ``ui_user_message`` and ``ui_assistant_message`` build the
+UIMessages of a finished or running turn (``useChat``'s initial messages), the assistant's by folding the turn's chunks
+as the ``ai`` package's ``readUIMessageStream`` does (``ui_message_fold``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,16 +61,25 @@ __all__ = [
     "APPROVALS_DECIDED_BY",
     "UI_MESSAGE_STREAM_HEADERS",
     "UIChunk",
+    "UIMessage",
     "UIMessageStreamResponse",
     "UIStreamState",
+    "ui_approval_responses",
+    "ui_assistant_message",
     "ui_chunks",
     "ui_chunks_end",
     "ui_chunks_start",
     "ui_message_events",
+    "ui_message_fold",
+    "ui_user_content",
+    "ui_user_message",
 ]
 
 #: One chunk of the UI message stream (a JSON object with a ``type``).
 UIChunk = dict[str, Any]
+
+#: A UIMessage as JSON: ``{"id", "role", "parts"}``.
+UIMessage = dict[str, Any]
 
 #: Who may decide a run's approvals (AgentDefinition.approvals_decided_by).
 APPROVALS_DECIDED_BY = ("reviewers", "creator")
@@ -290,3 +308,156 @@ class UIMessageStreamResponse(FollowResponse):
     def __init__(self, follow: Follow, *, approvals_decided_by: str) -> None:
         super().__init__(follow, ui_message_events(follow, approvals_decided_by=approvals_decided_by),
                          headers=UI_MESSAGE_STREAM_HEADERS)
+
+
+# --------------------------------------------------------------------------- UIMessages: a reload, and what clients send
+
+
+def ui_assistant_message(
+    parts: Iterable[tuple[int, StreamPart]], *, message_id: str, approvals_decided_by: str = "reviewers",
+) -> UIMessage:
+    """The assistant UIMessage of a turn's journal (``(seq, part)`` pairs, in order): its chunks as a stream sends
+    them, folded as ``readUIMessageStream`` folds them."""
+    state = UIStreamState(message_id=message_id, approvals_decided_by=approvals_decided_by)
+    chunks = ui_chunks_start(state)
+    for seq, part in parts:
+        chunks += ui_chunks(part, seq=seq, state=state)
+    return ui_message_fold(chunks + ui_chunks_end(state), message_id=message_id)
+
+
+def ui_message_fold(chunks: Iterable[UIChunk], *, message_id: str) -> UIMessage:
+    """The assistant UIMessage the ``ai`` package's ``readUIMessageStream`` builds from ``chunks`` (those this module
+    sends), as JSON: keys the package leaves undefined are absent."""
+    message: UIMessage = {"id": message_id, "role": "assistant", "parts": []}
+    texts: dict[str, dict[str, Any]] = {}
+    for chunk in chunks:
+        kind = chunk["type"]
+        if kind == "start":
+            message["id"] = chunk.get("messageId", message["id"])
+        elif kind == "start-step":
+            message["parts"].append({"type": "step-start"})
+        elif kind == "finish-step":
+            texts.clear()
+        elif kind == "text-start":
+            texts[chunk["id"]] = {"type": "text", "text": "", "state": "streaming"}
+            message["parts"].append(texts[chunk["id"]])
+        elif kind == "text-delta":
+            texts[chunk["id"]]["text"] += chunk["delta"]
+        elif kind == "text-end":
+            texts.pop(chunk["id"])["state"] = "done"
+        elif kind.startswith("tool-"):
+            _fold_tool(message["parts"], chunk)
+        elif kind.startswith("data-") and not chunk.get("transient"):
+            message["parts"].append(dict(chunk))
+    return message
+
+
+def _fold_tool(parts: list[dict[str, Any]], chunk: UIChunk) -> None:
+    kind, call_id = chunk["type"], chunk["toolCallId"]
+    part = next((part for part in parts if part.get("toolCallId") == call_id), None)
+    if kind in ("tool-input-available", "tool-input-error"):
+        if part is None:
+            part = ({"type": "dynamic-tool", "toolName": chunk["toolName"]} if chunk.get("dynamic")
+                    else {"type": f"tool-{chunk['toolName']}"})
+            part["toolCallId"] = call_id
+            parts.append(part)
+        for key in ("output", "errorText", "rawInput", "input"):
+            part.pop(key, None)
+        if kind == "tool-input-available":
+            part.update(state="input-available", input=chunk.get("input"))
+        elif part["type"] == "dynamic-tool":
+            part.update(state="output-error", input=chunk.get("input"), errorText=chunk["errorText"])
+        else:
+            part.update(state="output-error", rawInput=chunk.get("input"), errorText=chunk["errorText"])
+        return
+    if part is None:  # readUIMessageStream fails on it too ("No tool invocation found")
+        raise ValueError(f"A {kind} chunk names a tool call the message does not hold: {call_id!r}.")
+    if kind == "tool-approval-request":
+        part.update(state="approval-requested", approval={"id": chunk["approvalId"]})
+    elif kind == "tool-output-denied":
+        part["state"] = "output-denied"
+    elif kind == "tool-output-available":
+        part.pop("errorText", None)
+        if part["type"] != "dynamic-tool":
+            part.pop("rawInput", None)
+        part.update(state="output-available", output=chunk.get("output"))
+    elif kind == "tool-output-error":
+        part.pop("output", None)
+        part.update(state="output-error", errorText=chunk["errorText"])
+
+
+def ui_user_message(content: str | list[dict[str, Any]], *, message_id: str) -> UIMessage:
+    """A Deuz user message's content as a UIMessage: its text, and its images and files as data URLs."""
+    parts: list[dict[str, Any]] = []
+    for part in [{"type": "text", "text": content}] if isinstance(content, str) else content:
+        if part.get("type") == "text":
+            parts.append({"type": "text", "text": part.get("text", "")})
+        elif part.get("type") in ("image", "file") and isinstance(part.get("data"), bytes):
+            media_type = part.get("media_type") or "application/octet-stream"
+            url = f"data:{media_type};base64,{base64.b64encode(part['data']).decode('ascii')}"
+            parts.append({"type": "file", "mediaType": media_type, "url": url,
+                          **({"filename": part["filename"]} if part.get("filename") else {})})
+    return {"id": message_id, "role": "user", "parts": parts}
+
+
+_DATA_URL = re.compile(r"data:(?P<type>[^;,]*)(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)", re.DOTALL)
+
+
+def ui_user_content(message: Any) -> str | list[dict[str, Any]]:
+    """The content of a user UIMessage's text and file parts (other parts are not read): one text is a string, else
+    a list of Deuz parts, a file's data URL decoded. ValueError, saying what is wrong, for anything else."""
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if not isinstance(parts, list):
+        raise ValueError("The last message must be a UIMessage with a list of parts.")
+    content: list[dict[str, Any]] = []
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                raise ValueError("A text part's text must be a string.")
+            content.append({"type": "text", "text": part["text"]})
+        elif kind == "file":
+            content.append(_file_part(part))
+    if not content or all(part["type"] == "text" and not part["text"].strip() for part in content):
+        raise ValueError("The last user message has no text and no file.")
+    if len(content) == 1 and content[0]["type"] == "text":
+        return content[0]["text"]
+    return content
+
+
+def _file_part(part: dict[str, Any]) -> dict[str, Any]:
+    url, media_type = part.get("url"), part.get("mediaType")
+    if not isinstance(media_type, str) or not media_type:
+        raise ValueError("A file part needs its mediaType.")
+    match = _DATA_URL.fullmatch(url) if isinstance(url, str) else None
+    if match is None:
+        raise ValueError("A file part's url must be a base64 data: URL (Deuz fetches no URL).")
+    try:
+        data = base64.b64decode(match["data"], validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("A file part's data: URL is not valid base64.") from None
+    found = {"type": "image" if media_type.startswith("image/") else "file", "data": data, "media_type": media_type}
+    if isinstance(part.get("filename"), str) and part["filename"]:
+        found["filename"] = part["filename"]
+    return found
+
+
+def ui_approval_responses(message: Any) -> list[dict[str, Any]]:
+    """The verdicts an assistant UIMessage carries: ``{"approval_id", "approved", "reason"}`` for each tool part in
+    state ``approval-responded``. ValueError when one is malformed."""
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if not isinstance(parts, list):
+        raise ValueError("The last message must be a UIMessage with a list of parts.")
+    verdicts = []
+    for part in parts:
+        if not isinstance(part, dict) or part.get("state") != "approval-responded":
+            continue
+        approval = part.get("approval")
+        if not (isinstance(approval, dict) and isinstance(approval.get("id"), str)
+                and isinstance(approval.get("approved"), bool)):
+            raise ValueError("A tool part in state approval-responded needs approval {id: string, approved: boolean}.")
+        reason = approval.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise ValueError("An approval's reason must be a string.")
+        verdicts.append({"approval_id": approval["id"], "approved": approval["approved"], "reason": reason or ""})
+    return verdicts
