@@ -28,8 +28,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals.chat import ChatVerdict, chat_verdicts_decide
+from approvals.roles import run_approvals_decided_by
 from runs.access import thread_is_writable_by
-from runs.agents import agent_approvals_decided_by
 from runs.api.generic import ApiView, validated_input
 from runs.api.idempotency import (
     HEADER,
@@ -157,7 +157,7 @@ class _ChatApi(ApiView):
                                                 continuation=run_continue)
         except FollowRefused as refusal:
             return Response({"detail": refusal.detail}, status=refusal.status)
-        return UIMessageStreamResponse(follow, approvals_decided_by=agent_approvals_decided_by(run.agent))
+        return UIMessageStreamResponse(follow, approvals_decided_by=run_approvals_decided_by(run))
 
 
 class ChatSendApi(_ChatApi):

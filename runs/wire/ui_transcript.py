@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from runs.agents import agent_approvals_decided_by
+from approvals.roles import run_approvals_decided_by
 from runs.models import Run, Thread
 from runs.runtime.types import StreamPart
 from runs.selectors import run_input_messages, thread_turn_list
@@ -21,12 +21,11 @@ _PAGE = 500
 def thread_ui_messages(*, thread: Thread) -> list[UIMessage]:
     """Every turn of ``thread``, first first: the user message it was sent (id ``<run id>:user``) and the answer so
     far (id the run's id, as its stream's ``start`` says)."""
-    decided_by = agent_approvals_decided_by(thread.agent)
     messages: list[UIMessage] = []
     for run in thread_turn_list(thread=thread):
         sent = run_input_messages(run)[-1]
         messages.append(ui_user_message(sent["content"], message_id=f"{run.run_id}:user"))
-        messages.append(ui_assistant_message(_journal(run), message_id=run.run_id, approvals_decided_by=decided_by))
+        messages.append(ui_assistant_message(_journal(run), message_id=run.run_id, approvals_decided_by=run_approvals_decided_by(run)))
     return messages
 
 
