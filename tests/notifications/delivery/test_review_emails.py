@@ -208,4 +208,6 @@ def test_a_worker_killed_right_after_the_request_is_stored_still_sends_exactly_o
     assert Counter(message["To"] for message in sent) == Counter(
         {"rita@example.test": 1, "ravi@example.test": 1, "root@example.test": 1})
     assert ApprovalRequest.objects.filter(run__run_id="r-kill").count() == 1
-    assert all(decide_link(m.get_payload()).startswith(f"{PUBLIC}/console/r-kill/") for m in sent)
+    request = ApprovalRequest.objects.get(run__run_id="r-kill")
+    assert {decide_link(m.get_payload(decode=True).decode()) for m in sent} == {
+        f"{PUBLIC}/console/r-kill/{request.approval_id}/"}
