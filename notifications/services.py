@@ -1,7 +1,9 @@
-"""Writes for notifications: webhook subscriptions, events into the outbox, and the attempts that deliver them.
+"""Writes for notifications: webhook subscriptions, events into the outbox, the attempts that deliver them, and a
+user's choice of emails.
 
 An event is recorded in the transaction of the change it tells of (a receiver of the runs' and approvals'
-signals sent inside it, notifications.publishing), with one message per recipient. A worker claims due messages
+signals sent inside it, notifications.publishing), with one message per recipient: a subscription's webhook, or
+an email to a reviewer about a new approval request (due at once, or when the reviewer's digest window closes). A worker claims due messages
 (``outbox_claim``: one attempt each, numbered, so two workers never make the same attempt), sends them, and
 closes each attempt (``outbox_attempt_finish``): a 2xx answer delivers the message; anything else schedules the
 next attempt after DEUZ_WEBHOOK_RETRY_BASE_SECONDS, twice as long after each failure, until an attempt fails
