@@ -8,7 +8,7 @@ that was not cancelled is open for a verdict.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import QuerySet
@@ -31,6 +31,7 @@ __all__ = [
     "approval_operation",
     "approval_pending_list",
     "approval_queue_list",
+    "approval_queue_tool_names",
     "approval_recent_list",
     "approval_run_list",
     "approval_state",
@@ -79,10 +80,28 @@ def _open(now: datetime) -> QuerySet[ApprovalRequest]:
     return ApprovalRequest.objects.filter(status=Status.PENDING, expires_at__gt=now, run__cancel_requested=False)
 
 
-def approval_queue_list(*, now: datetime | None = None) -> QuerySet[ApprovalRequest]:
-    """The reviewers' queue: requests open for a verdict, newest first."""
+def approval_queue_list(
+    *, now: datetime | None = None, agent: str | None = None, tool: str | None = None,
+    waiting_at_least: timedelta | None = None, expiring_within: timedelta | None = None,
+) -> QuerySet[ApprovalRequest]:
+    """The reviewers' queue: requests open for a verdict, newest first; narrowed to a run's ``agent``, a ``tool``,
+    requests waiting ``waiting_at_least``, or those expiring within ``expiring_within`` (then soonest first)."""
     now = now or timezone.now()
-    return _open(now).select_related("run", "run__created_by", "decided_by").order_by("-issued_at", "-id")
+    rows = _open(now).select_related("run", "run__created_by", "decided_by")
+    if agent:
+        rows = rows.filter(run__agent=agent)
+    if tool:
+        rows = rows.filter(tool_name=tool)
+    if waiting_at_least is not None:
+        rows = rows.filter(issued_at__lte=now - waiting_at_least)
+    if expiring_within is not None:
+        return rows.filter(expires_at__lte=now + expiring_within).order_by("expires_at", "id")
+    return rows.order_by("-issued_at", "-id")
+
+
+def approval_queue_tool_names(*, now: datetime | None = None) -> list[str]:
+    """The tools the open requests call, by name (the console's tool filter suggests them)."""
+    return list(_open(now or timezone.now()).order_by("tool_name").values_list("tool_name", flat=True).distinct())
 
 
 def approval_recent_list(*, now: datetime | None = None, limit: int = 20) -> list[ApprovalRequest]:

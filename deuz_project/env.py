@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
+import dj_email_url
 from django.core.exceptions import ImproperlyConfigured
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "env_bool",
     "env_choice",
     "env_demo_model",
+    "env_email",
     "env_fernet_keys",
     "env_float",
     "env_headers",
@@ -202,6 +204,48 @@ def env_headers(name: str) -> dict[str, str]:
     if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
         raise ImproperlyConfigured(f"{name} must be a JSON object of header names to string values.")
     return headers
+
+
+#: The EMAIL_URL schemes Deuz accepts (dj-email-url reads more; these are the ones it documents).
+_EMAIL_SCHEMES = ("smtp", "submission", "submit", "console", "file", "memory", "dummy")
+
+
+#: Django's SMTP back end's options, from the EMAIL_* names dj-email-url gives.
+_SMTP_OPTIONS = {"EMAIL_HOST": "host", "EMAIL_PORT": "port", "EMAIL_HOST_USER": "username",
+                 "EMAIL_HOST_PASSWORD": "password", "EMAIL_USE_TLS": "use_tls", "EMAIL_USE_SSL": "use_ssl",
+                 "EMAIL_TIMEOUT": "timeout"}
+#: How long a mail server has to answer, unless the URL says (``?timeout=``).
+_SMTP_TIMEOUT_SECONDS = 10
+
+
+def env_email(name: str) -> dict[str, object] | None:
+    """Django's default mailer (a MAILERS entry) from an email URL as dj-email-url reads it
+    (``smtp://user:password@host:587/?tls=True``, ``console:``, ``file:///dir``), or None when the variable is unset.
+    ``file:///dir`` names the folder ``/dir`` (dj-email-url itself would drop the leading slash)."""
+    value = env_str(name)
+    if value is None:
+        return None
+    value = value.strip()
+    scheme = urlsplit(value).scheme
+    if scheme not in _EMAIL_SCHEMES:  # the value may hold a password: only its scheme is repeated
+        raise ImproperlyConfigured(
+            f"{name} must be an email URL (smtp://user:password@host:port, console:, file:///dir); got a "
+            f"{scheme + ':' if scheme else 'value without a'} scheme."
+        )
+    try:
+        config = dj_email_url.parse(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} could not be read as an email URL.") from None
+    options: dict[str, object] = {}
+    if scheme == "file":
+        path = unquote(urlsplit(value).path)
+        if not path.startswith("/"):
+            raise ImproperlyConfigured(f"{name} must name an absolute folder: file:///path/to/dir.")
+        options["file_path"] = path
+    elif config["EMAIL_BACKEND"].endswith("smtp.EmailBackend"):
+        options = {option: config[key] for key, option in _SMTP_OPTIONS.items() if config.get(key) not in (None, "")}
+        options.setdefault("timeout", _SMTP_TIMEOUT_SECONDS)
+    return {"BACKEND": config["EMAIL_BACKEND"], "OPTIONS": options}
 
 
 def env_url(name: str) -> str | None:

@@ -20,6 +20,7 @@ from deuz_project.env import (
     env_bool,
     env_choice,
     env_demo_model,
+    env_email,
     env_fernet_keys,
     env_float,
     env_headers,
@@ -150,6 +151,30 @@ DEUZ_WEBHOOK_ALLOW_PRIVATE = env_bool("DEUZ_WEBHOOK_ALLOW_PRIVATE", default=Fals
 # else. Read from DEBUG as the process started, since the test runner turns DEBUG off for each test and the test
 # suite must stay on the loopback as well (notifications.addresses).
 DEUZ_WEBHOOK_LOOPBACK_ONLY = DEBUG
+
+# Email (Django's email framework, its default mailer), configured by EMAIL_URL as dj-email-url reads it:
+# smtp://user:password@host:587/?tls=True (or ?ssl=True; ?timeout=, else 10 s), console: (printed by the process that
+# sends), file:///dir (one file per sending, for tests and staging). Unset: the console back end with DEBUG on;
+# with DEBUG off, no mailer, and no email is sent.
+_MAILER = env_email("EMAIL_URL")
+if _MAILER is None and DEBUG:
+    _MAILER = {"BACKEND": "django.core.mail.backends.console.EmailBackend"}
+MAILERS = {"default": _MAILER} if _MAILER else {}
+# The sender of Deuz's emails.
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL") or "Deuz <deuz@localhost>"
+
+# Reviewers who may decide a new approval request are emailed a link to it (notifications.reviews), from the
+# webhooks' outbox: on when EMAIL_URL is set, or with DEBUG on (the console back end); each user can turn them
+# off on /account/.
+DEUZ_REVIEW_EMAILS = _MAILER is not None
+
+# Collect a reviewer's new requests for this many seconds and send them one email for them all (a busy queue);
+# 0 sends one email per request as soon as it is stored.
+DEUZ_REVIEW_EMAIL_DIGEST_SECONDS = env_int("DEUZ_REVIEW_EMAIL_DIGEST_SECONDS", default=0, minimum=0)
+
+# Where people reach this server: the links in emails are built from it, never from a request's Host header.
+# Required for email with DEBUG off (system check notifications.E001).
+DEUZ_PUBLIC_URL = env_url("DEUZ_PUBLIC_URL") or ("http://127.0.0.1:8000" if DEBUG else None)
 
 # Fernet keys (comma-separated) that encrypt checkpoint contents at rest; the first encrypts, all decrypt,
 # so a new key goes first and old ones stay until nothing sealed with them is left. Unset: stored plain.

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from notifications.models import DeliveryAttempt, OutboxEvent, OutboxMessage, WebhookSubscription
+from notifications.models import DeliveryAttempt, EmailPreference, OutboxEvent, OutboxMessage, WebhookSubscription
 
 
 class _ReadOnly:
@@ -68,7 +68,7 @@ class OutboxMessageAdmin(_ReadOnly, admin.ModelAdmin):
     search_fields = ["webhook_id", "event__event_id", "event__run__run_id", "subscription__url",
                      "recipient__username"]
     list_select_related = ["event__run", "subscription"]
-    fields = readonly_fields = ["webhook_id", "event", "channel", "subscription", "recipient", "status",
+    fields = readonly_fields = ["webhook_id", "event", "channel", "subscription", "recipient", "approval", "status",
                                 "attempt_count", "next_attempt_at", "created_at", "finished_at"]
     inlines = [DeliveryAttemptInline]
 
@@ -92,3 +92,13 @@ class DeliveryAttemptAdmin(_ReadOnly, admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(EmailPreference)
+class EmailPreferenceAdmin(_ReadOnly, admin.ModelAdmin):
+    """Who turned review emails off (each user sets their own on /account/)."""
+
+    list_display = ["user", "review_requests", "updated_at"]
+    list_filter = ["review_requests"]
+    search_fields = ["user__username", "user__email"]
+    fields = readonly_fields = ["user", "review_requests", "updated_at"]

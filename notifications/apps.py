@@ -2,12 +2,13 @@ from django.apps import AppConfig
 
 
 class NotificationsConfig(AppConfig):
-    """Webhook subscriptions and the outbox that tells them of runs, approvals and effects."""
+    """Webhook subscriptions, reviewers' emails, and the outbox that tells them of runs, approvals and effects."""
 
     name = "notifications"
     verbose_name = "Notifications"
 
     def ready(self) -> None:
+        from notifications import checks  # noqa: F401  (registers the system checks)
         from notifications.delivery.drain import outbox_wake_local
         from notifications.publishing.receivers import publishing_connect
         from notifications.signals import outbox_messages_queued

@@ -3,9 +3,10 @@ one message per recipient, and every attempt to deliver a message is logged.
 
   WebhookSubscription   a user's URL, the event types it wants, its signing secret (sealed)
   OutboxEvent           one change (run.completed, approval.requested...) and its data, as the API shows it
-  OutboxMessage         the event for one recipient on one channel: a subscription's webhook (later a reviewer's
-                        email, from the same outbox), its webhook-id, status and when the next attempt is due
+  OutboxMessage         the event for one recipient on one channel: a subscription's webhook, or a reviewer's email
+                        about an approval request; its id, status and when the next attempt is due
   DeliveryAttempt       one try at a message: when, how long, the answer or the error, and the retry it set
+  EmailPreference       whether a user is emailed the approval requests they may decide (on unless turned off)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.utils import timezone
 from notifications.addresses import WEBHOOK_URL_VALIDATOR
 from runs.secrets.sealing import seal_text, seal_value, unseal_text, unseal_value
 
-__all__ = ["DeliveryAttempt", "EventType", "OutboxEvent", "OutboxMessage", "WebhookSubscription"]
+__all__ = ["DeliveryAttempt", "EmailPreference", "EventType", "OutboxEvent", "OutboxMessage", "WebhookSubscription"]
 
 
 class EventType(models.TextChoices):
@@ -99,7 +100,8 @@ class OutboxMessage(models.Model):
     attempt succeeds or the retries run out."""
 
     class Channel(models.TextChoices):
-        WEBHOOK = "webhook", "Webhook"  # the reviewers' email (a later issue) is a second channel of this outbox
+        WEBHOOK = "webhook", "Webhook"
+        EMAIL = "email", "Email to a reviewer"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -114,9 +116,17 @@ class OutboxMessage(models.Model):
     )
     recipient = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+",
-        help_text="Who the message is for (a subscription's owner): each attempt checks they may still read the run.",
+        help_text="Who the message is for (a subscription's owner, a reviewer): each attempt checks they may still "
+        "read the run.",
     )
-    webhook_id = models.CharField(max_length=40, unique=True, help_text="The webhook-id, the same on every attempt.")
+    approval = models.ForeignKey(
+        "approvals.ApprovalRequest", null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+        help_text="The request an email is about (emails only).",
+    )
+    webhook_id = models.CharField(
+        max_length=40, unique=True,
+        help_text="The webhook-id, the same on every attempt (an email's Message-ID is made from it).",
+    )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     attempt_count = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(
@@ -133,6 +143,13 @@ class OutboxMessage(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=~Q(channel="webhook") | Q(subscription__isnull=False), name="outbox_webhook_has_subscription"
+            ),
+            models.CheckConstraint(
+                condition=~Q(channel="email") | Q(approval__isnull=False), name="outbox_email_has_approval"
+            ),
+            # At most one email per request and reviewer, whatever records it twice.
+            models.UniqueConstraint(
+                fields=["approval", "recipient"], condition=Q(channel="email"), name="outbox_one_email_per_reviewer"
             ),
         ]
 
@@ -159,3 +176,18 @@ class DeliveryAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.number} of message {self.message_id}"
+
+
+class EmailPreference(models.Model):
+    """A user's choice of emails; a user without a row gets them (the default is on)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="email_preference"
+    )
+    review_requests = models.BooleanField(
+        default=True, help_text="Email me each approval request I may decide (set on /account/).",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: review emails {'on' if self.review_requests else 'off'}"

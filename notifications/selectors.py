@@ -1,22 +1,29 @@
-"""Reads for notifications: a user's webhook subscriptions and their deliveries, who an event goes to, and what
-the outbox has due."""
+"""Reads for notifications: a user's webhook subscriptions and their deliveries, who an event goes to (a webhook's
+subscribers, a request's reviewers), what the outbox has due, and a user's choice of emails."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import Prefetch, Q, QuerySet
 
+from approvals.models import ApprovalRequest
+from approvals.roles import DECIDE_APPROVALS, approval_is_decidable_by, run_approvals_decided_by
 from notifications.errors import WebhookSubscriptionNotFound
-from notifications.models import DeliveryAttempt, OutboxMessage, WebhookSubscription
+from notifications.models import DeliveryAttempt, EmailPreference, OutboxMessage, WebhookSubscription
 from runs.access import run_is_readable_by
 from runs.models import Run
 
 __all__ = [
+    "email_preference_get",
     "outbox_due_ids",
     "outbox_message_for_delivery",
+    "outbox_messages_for_email",
     "outbox_recipient_may_read",
+    "review_email_recipients",
+    "review_email_wanted_by",
     "webhook_delivery_list",
     "webhook_subscription_get",
     "webhook_subscription_list",
@@ -84,3 +91,37 @@ def outbox_recipient_may_read(message: OutboxMessage) -> bool:
     if run is None:
         return user.is_active
     return run_is_readable_by(run, user=user)
+
+
+def email_preference_get(*, user: Any) -> EmailPreference:
+    """``user``'s choice of emails (the default, unsaved, when they never made one)."""
+    return EmailPreference.objects.filter(user_id=user.pk).first() or EmailPreference(user_id=user.pk)
+
+
+def review_email_wanted_by(user: Any) -> bool:
+    """Whether ``user`` can be emailed approval requests: active, with an address, and not turned off."""
+    return bool(user.is_active and user.email) and email_preference_get(user=user).review_requests
+
+
+def review_email_recipients(*, request: ApprovalRequest) -> list[Any]:
+    """Who is emailed about the new ``request``: for an agent whose approvals reviewers decide, each user who may
+    decide it (approvals.roles, the one home of that rule: four eyes leaves out the run's creator) and wants the
+    email; nobody for an agent whose approvals its run's creator decides (a chat user answers their own)."""
+    run = request.run
+    if run_approvals_decided_by(run) != "reviewers":
+        return []
+    app_label, codename = DECIDE_APPROVALS.split(".")
+    may_decide = (Q(groups__permissions__codename=codename, groups__permissions__content_type__app_label=app_label)
+                  | Q(user_permissions__codename=codename, user_permissions__content_type__app_label=app_label)
+                  | Q(is_superuser=True))
+    candidates = (get_user_model().objects.filter(may_decide, is_active=True).exclude(email="")
+                  .exclude(email_preference__review_requests=False).distinct().order_by("pk"))
+    return [user for user in candidates if approval_is_decidable_by(user=user, run=run)]
+
+
+def outbox_messages_for_email(*, message_pks: list[int]) -> dict[int, OutboxMessage]:
+    """The email messages ``message_pks`` by pk, each with its request, run, the run's creator and its recipient
+    (fresh from the database, so a permission taken away since is gone)."""
+    rows = OutboxMessage.objects.select_related("approval__run__created_by", "recipient", "event__run").filter(
+        pk__in=message_pks, channel=OutboxMessage.Channel.EMAIL)
+    return {row.pk: row for row in rows}

@@ -1,5 +1,5 @@
 """The account pages: the site's sign-in for every role (Django's auth views, sending each person where their work
-is), and /account/tokens/, where a signed-in user makes, lists and revokes their own API tokens.
+is), /account/, where a signed-in user turns the emails about approval requests on or off, and /account/tokens/, where a signed-in user makes, lists and revokes their own API tokens.
 
 A new token's key is shown in the answer to the form that made it, and never again: it is not put in the session
 or a message (both are stored), and the page is never cached (deuz_project.middleware.PrivateNoStoreMiddleware).
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
@@ -19,13 +20,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from accounts.errors import TokenNotFound
-from accounts.pages.forms import TokenCreateForm
+from accounts.pages.forms import EmailPreferenceForm, TokenCreateForm
 from accounts.selectors import token_get, token_list
 from accounts.services import token_create, token_revoke
 from approvals.roles import approval_is_decidable_by
+from notifications.selectors import email_preference_get
+from notifications.services import email_preference_set
 from runs.access import VIEW_EVERY_RUN
 
-__all__ = ["SignInView", "SignOutView", "home_url_for", "token_page", "token_revoke_page"]
+__all__ = ["SignInView", "SignOutView", "account_page", "home_url_for", "token_page", "token_revoke_page"]
 
 
 def home_url_for(user: Any) -> str:
@@ -58,6 +61,27 @@ class SignOutView(auth_views.LogoutView):
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         return render(request, "registration/sign_out.html")
+
+
+@login_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def account_page(request: HttpRequest) -> HttpResponse:
+    """The user's account: who they are, and whether they are emailed the approval requests they may decide; a
+    POST saves that choice."""
+    if request.method == "POST":
+        form = EmailPreferenceForm(request.POST)
+        if form.is_valid():
+            email_preference_set(user=request.user, review_requests=form.cleaned_data["review_requests"])
+            state = "on" if form.cleaned_data["review_requests"] else "off"
+            messages.success(request, f"Emails about approval requests are {state}.")
+            return redirect("account")
+    else:
+        form = EmailPreferenceForm(initial={
+            "review_requests": email_preference_get(user=request.user).review_requests})
+    return render(request, "accounts/account.html", {
+        "form": form, "may_decide": approval_is_decidable_by(user=request.user),
+        "emails_on": settings.DEUZ_REVIEW_EMAILS,
+    })
 
 
 @login_required

@@ -14,12 +14,14 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 from django.views.decorators.http import require_http_methods, require_safe
 
+from approvals.console.forms import QueueFilterForm
 from approvals.roles import REVIEWERS_GROUP, approval_is_decidable_by, approval_refusal
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
 from approvals.models import ApprovalRequest
@@ -30,6 +32,7 @@ from approvals.selectors import (
     approval_operation,
     approval_pending_list,
     approval_queue_list,
+    approval_queue_tool_names,
     approval_recent_list,
     approval_state,
 )
@@ -43,6 +46,7 @@ from runs.selectors import run_checkpoint_rows
 __all__ = ["approval_detail", "approval_queue"]
 
 RECENT_LIMIT = 20
+QUEUE_PAGE_SIZE = 25
 REASON_MAX_LENGTH = 2000
 
 
@@ -130,11 +134,23 @@ def _review_item(request: ApprovalRequest, now: datetime) -> ReviewItem:
 @reviewer_required
 @require_safe
 def approval_queue(request: HttpRequest) -> HttpResponse:
-    """Pending requests newest first, then the recently closed ones, each saying who closed it and how."""
+    """Pending requests newest first, filtered by agent, tool, age and expiring soon (GET), 25 a page; then the
+    recently closed ones, each saying who closed it and how. A filter that does not parse is said (400)."""
     now = timezone.now()
-    pending = [_review_item(row, now) for row in approval_queue_list(now=now)]
-    recent = [_review_item(row, now) for row in approval_recent_list(now=now, limit=RECENT_LIMIT)]
-    return render(request, "approvals/queue.html", {"pending": pending, "recent": recent, "now": now})
+    form = QueueFilterForm(request.GET)
+    context: dict[str, Any] = {"form": form, "now": now, "tools": approval_queue_tool_names(now=now), "page": None,
+                               "pending": [], "recent": [_review_item(row, now) for row in
+                                                          approval_recent_list(now=now, limit=RECENT_LIMIT)]}
+    if not form.is_valid():
+        return render(request, "approvals/queue.html", context, status=400)
+    page = Paginator(approval_queue_list(now=now, **form.selection()), QUEUE_PAGE_SIZE).get_page(
+        request.GET.get("page"))
+    context.update(
+        page=page, pending=[_review_item(row, now) for row in page.object_list], is_filtered=form.is_filtered,
+        previous_query=form.query_string(page=page.previous_page_number()) if page.has_previous() else "",
+        next_query=form.query_string(page=page.next_page_number()) if page.has_next() else "",
+    )
+    return render(request, "approvals/queue.html", context)
 
 
 def _consequence(item: ReviewItem, *, approved: bool, reason: str, others_pending: int, edited: bool = False) -> str:

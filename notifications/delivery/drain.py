@@ -3,7 +3,8 @@ passes in their loop (``outbox_deliver_forever``, woken at once by this process'
 second), and `manage.py notifications deliver` runs one.
 
 Each attempt first checks that the message's recipient may still read the run (runs.access): a subscriber who
-lost the right is sent nothing. A process killed between an event's commit and its delivery loses nothing: the
+lost the right is sent nothing. Emails to reviewers (notifications.delivery.mail) go out one email per reviewer
+for every message to them that is due. A process killed between an event's commit and its delivery loses nothing: the
 message is in the outbox and the next pass, of any worker, takes it; killed during an attempt, the attempt's lease
 lapses and another worker makes the next one (at least once; the receiver tells a repeat by its webhook-id).
 """
@@ -17,9 +18,12 @@ from collections.abc import Callable
 from datetime import datetime
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.utils import timezone
 
+from notifications.delivery.mail import review_emails_deliver
 from notifications.delivery.transport import Answer, WebhookSender
+from notifications.models import OutboxMessage
 from notifications.selectors import outbox_due_ids, outbox_message_for_delivery, outbox_recipient_may_read
 from notifications.services import (
     AttemptClaim,
@@ -85,6 +89,12 @@ async def _attempt(claim: AttemptClaim, sender: WebhookSender, now: datetime | N
                                                    duration_ms=answer.duration_ms, now=now)
 
 
+async def _emails(claims: list[AttemptClaim], worker_id: str, now: datetime | None,
+                  limiter: asyncio.Semaphore) -> None:
+    async with limiter:
+        await review_emails_deliver(claims, worker_id=worker_id, now=now)
+
+
 async def outbox_deliver(*, worker_id: str, sender: WebhookSender | None = None, now: datetime | None = None,
                          limit: int = OUTBOX_BATCH, fault: Callable[[str], None] | None = None) -> int:
     """One pass: claim up to ``limit`` messages due at ``now`` (the clock: the present when None) and make one
@@ -97,18 +107,28 @@ async def outbox_deliver(*, worker_id: str, sender: WebhookSender | None = None,
     claims = await sync_to_async(outbox_claim)(message_pks=due, worker_id=worker_id, now=now)
     if not claims:
         return 0
-    own = sender is None
-    sender = sender or WebhookSender()
+    webhooks = [claim for claim in claims if claim.channel != OutboxMessage.Channel.EMAIL]
+    # One email per message; with a digest, one per reviewer for all their messages that are due.
+    digest = bool(settings.DEUZ_REVIEW_EMAIL_DIGEST_SECONDS)
+    emails: dict[object, list[AttemptClaim]] = {}
+    for claim in claims:
+        if claim.channel == OutboxMessage.Channel.EMAIL:
+            emails.setdefault(claim.recipient_pk if digest else claim.message_pk, []).append(claim)
+    own = sender is None and bool(webhooks)
+    sender = sender or (WebhookSender() if webhooks else None)
     limiter = asyncio.Semaphore(_CONCURRENT_SENDS)
     try:
-        results = await asyncio.gather(*(_attempt(claim, sender, now, limiter) for claim in claims),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(_attempt(claim, sender, now, limiter) for claim in webhooks),
+            *(_emails(group, worker_id, now, limiter) for group in emails.values()),
+            return_exceptions=True,
+        )
     finally:
         if own:
             await sender.aclose()
     for result in results:
         if isinstance(result, Exception):  # its lease lapses and a later pass makes the next attempt
-            logger.warning("A webhook attempt of worker %s failed (%s).", worker_id, type(result).__name__)
+            logger.warning("An outbox attempt of worker %s failed (%s).", worker_id, type(result).__name__)
     return len(claims)
 
 

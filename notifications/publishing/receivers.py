@@ -3,12 +3,13 @@ of each change, so an event commits or rolls back with the change it tells of.
 
   runs.signals.run_leg_closed, run_cancelled    run.suspended, run.completed, run.failed, run.cancelled,
                                                 run.needs_review (as the run's new status says)
-  approvals.signals.approval_requested          approval.requested, one event per request
+  approvals.signals.approval_requested          approval.requested, one event per request, with an email to each
+                                                reviewer who may decide it (DEUZ_REVIEW_EMAILS)
   approvals.signals.approval_decided            approval.decided
   runs.signals.effect_needs_review              effect.needs_review
 
-An event is recorded only when a subscription wants it and its owner may read the run; recording it cannot undo
-the change (it runs in a savepoint, and a failure is logged).
+An event is recorded only when a subscription wants it and its owner may read the run, or a reviewer is to be
+emailed; recording it cannot undo the change (it runs in a savepoint, and a failure is logged).
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
+from django.db import transaction
+
 from approvals.models import ApprovalRequest
 from approvals.signals import approval_decided, approval_requested
 from notifications.models import EventType
 from notifications.publishing.payloads import approval_data, effect_data, run_data
-from notifications.selectors import webhook_subscriptions_for
+from notifications.selectors import review_email_recipients, webhook_subscriptions_for
 from notifications.services import outbox_event_record
 from runs.models import Effect, Run
 from runs.signals import effect_needs_review, run_cancelled, run_leg_closed
@@ -40,12 +44,14 @@ RUN_EVENTS = {
 }
 
 
-def _publish(event_type: str, run: Run, data: Callable[[], Any]) -> None:
+def _publish(event_type: str, run: Run, data: Callable[[], Any], *, approval: ApprovalRequest | None = None) -> None:
     subscriptions = webhook_subscriptions_for(event_type=event_type, run=run)
-    if not subscriptions:
-        return
     try:
-        outbox_event_record(event_type=event_type, run=run, data=data, subscriptions=subscriptions)
+        with transaction.atomic():  # a savepoint: a failure here cannot spoil the change's transaction
+            reviewers = review_email_recipients(request=approval) if approval and settings.DEUZ_REVIEW_EMAILS else []
+            if subscriptions or reviewers:
+                outbox_event_record(event_type=event_type, run=run, data=data, subscriptions=subscriptions,
+                                    reviewers=reviewers, approval=approval)
     except Exception:  # the change goes on; its event is lost, and said so
         logger.exception("Recording the %s event of run %s failed; it will not be delivered.", event_type, run.run_id)
 
@@ -59,7 +65,8 @@ def run_status_publish(*, run: Run, **kwargs: object) -> None:
 
 def approvals_requested_publish(*, requests: list[ApprovalRequest], **kwargs: object) -> None:
     for request in requests:
-        _publish(EventType.APPROVAL_REQUESTED, request.run, lambda request=request: approval_data(request))
+        _publish(EventType.APPROVAL_REQUESTED, request.run, lambda request=request: approval_data(request),
+                 approval=request)
 
 
 def approval_decided_publish(*, request: ApprovalRequest, **kwargs: object) -> None:

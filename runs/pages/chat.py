@@ -22,7 +22,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound, ApprovalTokenInvalid
-from approvals.roles import approval_is_decidable_by
+from approvals.roles import approval_refusal
 from approvals.selectors import approval_get
 from approvals.services import approval_decide
 from runs.access import thread_is_readable_by, thread_is_writable_by
@@ -135,9 +135,9 @@ def chat_decide(request: HttpRequest, thread_id: str, run_id: str, approval_id: 
         raise Http404("No such request in this thread.") from None
     if row.run.thread_id != thread.pk:
         raise Http404("No such request in this thread.")
-    if not approval_is_decidable_by(user=request.user, run=row.run):
-        raise PermissionDenied("A reviewer decides this request" + (
-            ", or the run's creator." if agent_approvals_decided_by(row.run.agent) == "creator" else "."))
+    refusal = approval_refusal(user=request.user, run=row.run)
+    if refusal is not None:
+        raise PermissionDenied(refusal)
     form = ChatVerdictForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose Approve or Deny.")

@@ -22,6 +22,9 @@ from django.shortcuts import redirect, render
 from django.views import defaults
 from django.views.decorators.http import require_POST, require_safe
 
+from approvals.models import ApprovalRequest
+from approvals.roles import approval_is_decidable_by
+from approvals.selectors import approval_pending_list
 from runs.access import (
     effect_is_resolvable_by,
     run_is_cancellable_by,
@@ -56,6 +59,13 @@ def _not_found_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
             return defaults.page_not_found(request, exc)
 
     return answer
+
+
+def _decidable_requests(run: Run, user: Any) -> list[ApprovalRequest]:
+    """The requests ``run`` waits on that ``user`` may decide in the console (its "Decide this request" links)."""
+    if not approval_is_decidable_by(user=user) or not approval_is_decidable_by(user=user, run=run):
+        return []
+    return approval_pending_list(run=run)
 
 
 def _readable_run(request: HttpRequest, run_id: str) -> Run:
@@ -104,6 +114,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         "thread_turns": [] if thread is None else list(thread_turn_list(thread=thread)),
         "may_cancel": not page.run.is_terminal and run_is_cancellable_by(page.run, user=request.user),
         "may_fork": run_is_forkable_by(page.run, user=request.user),
+        "decide_requests": _decidable_requests(page.run, request.user),
     })
 
 
@@ -111,7 +122,9 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
 @_not_found_page
 @require_POST
 def run_cancel_page(request: HttpRequest, run_id: str) -> HttpResponse:
-    """Cancel the run (its creator, or whoever may cancel every run); back to its page with what happened."""
+    """Cancel the run (its creator, or whoever may cancel every run) in two steps, as a verdict is given: a POST
+    shows what cancelling does and asks to confirm; a POST with ``confirm=yes`` cancels it, back to its page with
+    what happened."""
     run = _readable_run(request, run_id)
     if not run_is_cancellable_by(run, user=request.user):
         raise PermissionDenied("Only the run's creator, or an operator allowed to cancel every run, may cancel it.")
@@ -119,6 +132,9 @@ def run_cancel_page(request: HttpRequest, run_id: str) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, " ".join(form.errors["reason"]))
         return redirect("run-detail", run.run_id)
+    if request.POST.get("confirm") != "yes" and not run.is_terminal:
+        return render(request, "runs/cancel_confirm.html", {
+            "run": run, "reason": form.cleaned_data["reason"], "pending": approval_pending_list(run=run)})
     try:
         run_cancel(run_id=run.run_id, user=request.user, reason=form.cleaned_data["reason"])
     except RunNotResumable as exc:
@@ -155,7 +171,8 @@ def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
     run = _readable_run(request, run_id)
     transport = "websocket" if request.GET.get("transport") == "websocket" else "sse"
     return render(request, "runs/live.html", {"run": run, "transport": transport,
-                                              "verdicts": run_verdict_list(run=run)})
+                                              "verdicts": run_verdict_list(run=run),
+                                              "decide_requests": _decidable_requests(run, request.user)})
 
 
 @login_required

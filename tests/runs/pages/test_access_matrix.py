@@ -41,7 +41,11 @@ PAGES = {
                            row("login", "unlisted", "listed", "listed", "listed", "unlisted", "listed")),
     "timeline": ("get", "/runs/r1/", row("login", 404, 200, 200, 200, 404, 200)),
     "live transcript": ("get", "/runs/r1/live/", row("login", 404, 200, 200, 200, 404, 200)),
-    "cancel": ("post", "/runs/r1/cancel/", row("login", 404, 302, 403, 403, 404, 302)),
+    # The first POST asks to confirm (200); test_only_the_creator_and_superusers_can_cancel_a_run confirms.
+    "cancel": ("post", "/runs/r1/cancel/", row("login", 404, 200, 403, 403, 404, 200)),
+    "account": ("get", "/account/", row("login", 200, 200, 200, 200, 200, 200)),
+    "console, filtered": ("get", "/console/?agent=reimbursement&tool=pay_expense&age=15m&expiring=on",
+                          row("login", 403, 403, 403, 200, 403, 200)),
     "console": ("get", "/console/", row("login", 403, 403, 403, 200, 403, 200)),
     "console request": ("get", "/console/r1/{approval}/", row("login", 403, 403, 403, 200, 403, 200)),
     "console verdict": ("post", "/console/r1/{approval}/", row("login", 403, 403, 403, 302, 403, 302)),
@@ -110,7 +114,7 @@ def test_each_live_topic_answers_each_role_as_its_rights_say(users, suspended, r
 
 @pytest.mark.parametrize("role", [P, S, R, T])
 def test_only_the_creator_and_superusers_can_cancel_a_run(browser_for, suspended, role):
-    browser_for(role).post("/runs/r1/cancel/")
+    browser_for(role).post("/runs/r1/cancel/", {"confirm": "yes"})
     assert Run.objects.get(run_id="r1").status == "suspended"
 
 

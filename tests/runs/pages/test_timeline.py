@@ -61,7 +61,7 @@ def test_a_cancelled_runs_unanswered_call_says_no_result_will_come(support, susp
 
 def test_the_cancel_form_records_who_cancelled_and_why_and_the_page_names_both(browser_for, suspended, users):
     owner = browser_for("owner")
-    owner.post("/runs/r1/cancel/", {"reason": "Paid twice already"})
+    owner.post("/runs/r1/cancel/", {"reason": "Paid twice already", "confirm": "yes"})
     run = Run.objects.get(run_id="r1")
     html = owner.get("/runs/r1/").content.decode()
     assert (run.status, run.cancelled_by, run.cancel_reason) == ("cancelled", users["owner"], "Paid twice already")
