@@ -17,7 +17,8 @@ from tests.bench.fleets import fleet_on_test_database
 def _results(p99: float) -> dict:
     part = {"kills": 20, "bar_ms": 1000.0, "lease_seconds": 15, "recovered_by": ["recovery"],
             "latency_ms": {"n": 20, "p50": 200.0, "p99": p99, "max": p99, "mean": 250.0},
-            "breakdown_ms": {"to_claim": 120.0, "claim_to_part": 80.0, "part_to_follower": 2.0}}
+            "breakdown_ms": {"to_claim": 120.0, "claim_to_part": 80.0, "part_to_follower": 2.0},
+            "continued_by": {"worker": 12, "follower": 8}}
     return {"databases": [{"label": "SQLite", "takeover": part}]}
 
 
@@ -28,6 +29,18 @@ def test_the_takeover_table_says_ok_under_the_bar():
 
 def test_the_takeover_table_says_by_how_much_the_bar_is_missed():
     assert "MISSED by 14000.0 ms (15.0x)" in "\n".join(takeover_table(_results(15000.0)))
+
+
+def test_the_takeover_table_puts_the_lease_beside_the_figure_as_the_before():
+    row = next(line for line in takeover_table(_results(500.0)) if line.startswith("| SQLite"))
+    # 15 s of lease against a p50 of 200 ms and a p99 of 500 ms.
+    assert row.endswith("| 8 follower, 12 worker | 15000 | 75x | 30x |")
+
+
+def test_a_full_bench_kills_twenty_workers_and_a_quick_one_fewer():
+    from bench.fleet_parts import FULL, QUICK
+
+    assert (FULL.kills, QUICK.kills < FULL.kills) == (20, True)
 
 
 def test_without_the_takeover_part_there_is_no_takeover_table():
@@ -42,5 +55,6 @@ def test_the_takeover_part_runs_end_to_end_at_a_tiny_size(tmp_path: Path):
                                 env=BENCH_ENV) as fleet:
         measured = takeover.measure_on(fleet, kills=1)
     assert measured["latency_ms"]["n"] == 1 and measured["recovered_by"] == ["recovery"]
+    assert sum(measured["continued_by"].values()) == 1
     # Each kill's worker was started again: the fleet still has two.
     assert len(fleet.workers) == 2

@@ -108,6 +108,10 @@ def test_a_stale_worker_woken_after_its_lease_has_every_write_rejected(workers):
     freeze_between_transactions(stale, "stale-1")
     frozen_at = Checkpoint.objects.filter(session_key="stale-1").count()
     fresh = workers("fresh")
+    wait_until(lambda: len(legs("stale-1")) == 2, what="the new owner to take the run over")
+    # Taken over for its lease (the tests' workers keep 2 s), not for its death: frozen, it holds its liveness token.
+    assert legs("stale-1") == [("start", 1, "stale"), ("recovery", 2, "fresh")]
+    assert liveness_owners_dead({"stale"}) == set()
     wait_until(lambda: status("stale-1") == "suspended", what="the new owner to reach the approval")
     fresh.stop()
     stale.signal(signal.SIGCONT)
