@@ -191,6 +191,13 @@ def takeover_table(results: dict[str, Any]) -> list[str]:
         lines.append(f"| {label} | {part['lease_seconds']} s | {latency['n']} | {_p99_row(latency, part['bar_ms'])} "
                      f"{_leg_start_cells(breakdown)} {', '.join(part['recovered_by'])} | {continued or '-'} "
                      f"| {lease_ms:.0f} | {_times(lease_ms, latency['p50'])} | {_times(lease_ms, latency['p99'])} |")
+    for label, part in measured:
+        by_leg = part.get("claim_to_part_by_leg_ms")
+        if by_leg:
+            first, later = by_leg["first"], by_leg["later"]
+            lines.append(f"\n{label}: claim → first part written, p50 (max): {first['p50']:.1f} ({first['max']:.1f}) "
+                         f"ms when the leg was its process's first ({first['n']}), {later['p50']:.1f} "
+                         f"({later['max']:.1f}) ms after another ({later['n']}).")
     return lines
 
 

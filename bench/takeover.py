@@ -68,6 +68,11 @@ def measure_on(fleet: Fleet, *, kills: int) -> dict[str, Any]:
                          for name in ("to_claim", "claim_to_part", "part_to_follower")},
         "recovered_by": sorted({sample["recovered_by"] for sample in samples}),
         "continued_by": dict(collections.Counter(sample["continued_by"] for sample in samples)),
+        # Claim to first part written, split by whether the leg was its process's first.
+        "claim_to_part_by_leg_ms": {
+            name: summary([sample["claim_to_part"] for sample in samples if sample["first_leg"] == first])
+            for name, first in (("first", True), ("later", False))},
+        "samples": samples,
     }
 
 
@@ -100,8 +105,10 @@ def _recovery(run_id: str, epoch: int, seq: int) -> dict[str, Any] | None:
     entry = JournalEntry.objects.filter(run__run_id=run_id, seq=seq, is_sentinel=False).first()
     if leg is None or entry is None:
         return None
+    # A process's first leg pays for what its first leg warms (the agent's module, the store's connections).
+    first = not Leg.objects.filter(worker_id=leg.worker_id, started_at__lt=leg.started_at).exists()
     return {"claimed": leg.started_at.timestamp(), "written": entry.created_at.timestamp(), "kind": leg.kind,
-            "by": leg.worker_id}
+            "by": leg.worker_id, "first_leg": first}
 
 
 def _cancel(run_id: str) -> None:
@@ -155,6 +162,7 @@ async def _drive(fleet: Fleet, token: str, run_ids: list[str]) -> list[dict[str,
                 "recovered_by": recovery["kind"],
                 # The surviving worker, or daphne's follower (its liveness watch heard the death too).
                 "continued_by": "follower" if recovery["by"].endswith((":sse", ":ws")) else "worker",
+                "first_leg": recovery["first_leg"],
             })
             await sync_to_async(_cancel)(run_id)
             await asyncio.wait_for(following, 60)
