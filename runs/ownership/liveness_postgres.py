@@ -114,7 +114,7 @@ class AdvisoryLockLiveness:
         watcher = self._waiting.get(stop)
         if watcher is not None:
             try:
-                watcher.cancel()
+                watcher.cancel_safe(timeout=2)
             except Exception:  # closed meanwhile
                 pass
 
