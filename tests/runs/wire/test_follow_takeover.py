@@ -53,7 +53,12 @@ async def _follow_through_a_kill(user, run_id: str, doomed) -> dict:
     return {"seconds": seconds, "held": held, "events": parse_sse(text.decode()), "last": last}
 
 
-def test_a_follower_sees_the_continuation_within_a_second_of_its_owner_s_death(workers, owner):
+def test_a_follower_sees_the_continuation_within_a_second_of_its_owner_s_death(workers, owner, drain_runs, settings):
+    # This process has run a leg before (its first leg's imports and first queries are the fresh-resume figure's
+    # business, not the takeover's), and streams its continuation slowly enough to be seen under way.
+    make_queued_run("warm-up", user=owner)
+    drain_runs()
+    settings.DEUZ_DEMO_DELAY_MS = 50
     make_queued_run("orphan-1", user=owner)
     doomed = workers("doomed", DEUZ_LEASE_SECONDS="60", DEUZ_DEMO_DELAY_MS="150")
     wait_until(lambda: JournalEntry.objects.filter(run__run_id="orphan-1").count() >= 3, what="the first parts")
