@@ -192,12 +192,14 @@ def takeover_table(results: dict[str, Any]) -> list[str]:
                      f"{_leg_start_cells(breakdown)} {', '.join(part['recovered_by'])} | {continued or '-'} "
                      f"| {lease_ms:.0f} | {_times(lease_ms, latency['p50'])} | {_times(lease_ms, latency['p99'])} |")
     for label, part in measured:
-        by_leg = part.get("claim_to_part_by_leg_ms")
-        if by_leg:
+        by_leg, to_part = part.get("latency_by_leg_ms"), part.get("claim_to_part_by_leg_ms")
+        if by_leg and to_part:
             first, later = by_leg["first"], by_leg["later"]
-            lines.append(f"\n{label}: claim → first part written, p50 (max): {first['p50']:.1f} ({first['max']:.1f}) "
-                         f"ms when the leg was its process's first ({first['n']}), {later['p50']:.1f} "
-                         f"({later['max']:.1f}) ms after another ({later['n']}).")
+            lines.append(
+                f"\n{label}, by the recovery leg's process: its first leg ({first['n']} kills) p50 {first['p50']:.1f}, "
+                f"p99 {first['p99']:.1f} ms (claim → first part written {to_part['first']['p50']:.1f}); after another "
+                f"leg ({later['n']} kills) p50 {later['p50']:.1f}, p99 {later['p99']:.1f} ms (claim → first part "
+                f"written {to_part['later']['p50']:.1f}).")
     return lines
 
 

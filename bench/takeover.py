@@ -68,7 +68,11 @@ def measure_on(fleet: Fleet, *, kills: int) -> dict[str, Any]:
                          for name in ("to_claim", "claim_to_part", "part_to_follower")},
         "recovered_by": sorted({sample["recovered_by"] for sample in samples}),
         "continued_by": dict(collections.Counter(sample["continued_by"] for sample in samples)),
-        # Claim to first part written, split by whether the leg was its process's first.
+        # Split by whether the recovery leg was its process's first (a worker restarted after an earlier kill):
+        # the whole figure, and claim to first part written.
+        "latency_by_leg_ms": {
+            name: summary([sample["latency_ms"] for sample in samples if sample["first_leg"] == first])
+            for name, first in (("first", True), ("later", False))},
         "claim_to_part_by_leg_ms": {
             name: summary([sample["claim_to_part"] for sample in samples if sample["first_leg"] == first])
             for name, first in (("first", True), ("later", False))},
