@@ -342,6 +342,7 @@ def _owners_died(worker_id: str) -> None:
 def _wake_tails(loop: asyncio.AbstractEventLoop) -> None:
     for tail in list(_tails.get(loop, {}).values()):
         for listener in tail.listeners:
+            listener.asked_at = tail.messages  # what the tail heard says nothing of the death: the database must
             listener.woken.set()
 
 
