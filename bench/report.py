@@ -182,9 +182,27 @@ def takeover_table(results: dict[str, Any]) -> list[str]:
     if not measured:
         return []
     lines = _leg_start_heading("Takeover: a worker SIGKILLed mid-run, from the kill to the continuation's first part "
-                               "at a follower", "lease | kills", "kill", after=" legs |")
+                               "at a follower", "lease | kills", "kill",
+                               after=" legs | continued by | before: the lease | lease ÷ p50 | lease ÷ p99 |")
     for label, part in measured:
         latency, breakdown = part["latency_ms"], part["breakdown_ms"]
+        lease_ms = part["lease_seconds"] * 1000
+        continued = ", ".join(f"{count} {who}" for who, count in sorted(part.get("continued_by", {}).items()))
         lines.append(f"| {label} | {part['lease_seconds']} s | {latency['n']} | {_p99_row(latency, part['bar_ms'])} "
-                     f"{_leg_start_cells(breakdown)} {', '.join(part['recovered_by'])} |")
+                     f"{_leg_start_cells(breakdown)} {', '.join(part['recovered_by'])} | {continued or '-'} "
+                     f"| {lease_ms:.0f} | {_times(lease_ms, latency['p50'])} | {_times(lease_ms, latency['p99'])} |")
+    for label, part in measured:
+        by_leg, to_part = part.get("latency_by_leg_ms"), part.get("claim_to_part_by_leg_ms")
+        if by_leg and to_part:
+            first, later = by_leg["first"], by_leg["later"]
+            lines.append(
+                f"\n{label}, by the recovery leg's process: its first leg ({first['n']} kills) p50 {first['p50']:.1f}, "
+                f"p99 {first['p99']:.1f} ms (claim → first part written {to_part['first']['p50']:.1f}); after another "
+                f"leg ({later['n']} kills) p50 {later['p50']:.1f}, p99 {later['p99']:.1f} ms (claim → first part "
+                f"written {to_part['later']['p50']:.1f}).")
     return lines
+
+
+def _times(before: float, after: float) -> str:
+    """How many times ``after`` goes into ``before`` (a speed-up)."""
+    return f"{before / after:.0f}x" if after > 0 else "-"

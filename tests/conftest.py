@@ -32,6 +32,16 @@ def pytest_unconfigure(config):
 
 
 @pytest.fixture(autouse=True)
+def liveness_watches():
+    """Each test's liveness watches (the owners its claims and follows watched) end with it: on PostgreSQL each holds
+    a connection, which would keep the test database from being dropped."""
+    yield
+    from runs.ownership.liveness import liveness_watches_close
+
+    liveness_watches_close()
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Hash test passwords with MD5: the production hasher costs about a second per user."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,5 +1,5 @@
-"""Continuing a dead run from a web process: a follower that finds the run's producer gone (its lease lapsed, no
-terminal sentinel) claims the run exactly as a worker would and runs its leg on its own event loop. The lease is
+"""Continuing a dead run from a web process: a follower that finds the run's producer gone (its liveness token free
+or its lease lapsed, no terminal sentinel) claims the run exactly as a worker would and runs its leg on its own event loop. The lease is
 the one lock: of any number of followers (and workers), one claim wins, and the others follow its journal. The
 process holds its follower id's liveness token (runs.ownership.liveness) from before the claim to the leg's end,
 so the run is not taken for a dead owner's while it runs here.
@@ -28,20 +28,31 @@ logger = logging.getLogger("deuz.followers")
 _continuations: set[asyncio.Task[None]] = set()
 
 
+# Runs a follower of this process is claiming now: their other followers leave it to that one.
+_claiming: set[str] = set()
+
+
 def _claim(follower_id: str, run_id: str) -> list[Claim]:
-    return run_claim(worker_id=follower_id, limit=1, run_id=run_id)
+    # As a worker claims: a lapsed lease, or an owner whose liveness token is free (its process died).
+    return run_claim(worker_id=follower_id, limit=1, run_id=run_id, take_over_dead=True)
 
 
 async def run_continue(run_id: str, *, kind: str, call: Callable[..., Any]) -> None:
     """Claim ``run_id`` for this process's ``kind`` of follower (``call`` runs the claim as the follower runs its
     reads) and start its leg here; nothing when another follower or a worker holds it now."""
+    if run_id in _claiming:
+        return
     follower_id = f"{worker_id_default()}:{kind}"
-    token = await call(liveness_hold, follower_id)
+    _claiming.add(run_id)
     try:
-        claims = await call(_claim, follower_id, run_id)
-    except BaseException:
-        await call(token.release)
-        raise
+        token = await call(liveness_hold, follower_id)
+        try:
+            claims = await call(_claim, follower_id, run_id)
+        except BaseException:
+            await call(token.release)
+            raise
+    finally:
+        _claiming.discard(run_id)
     if not claims:
         await call(token.release)
         return

@@ -19,7 +19,7 @@ from notifications.delivery.drain import outbox_deliver_forever
 from observability.tracing import tracing_shutdown
 from runs.execution.fault_probe import fault_probe
 from runs.execution.legs import leg_execute
-from runs.ownership.liveness import LIVENESS_CHECK_SECONDS, LivenessToken, liveness_hold
+from runs.ownership.liveness import LIVENESS_CHECK_SECONDS, LivenessToken, liveness_hold, liveness_on_death
 from runs.ownership.wakeups import runs_listen, runs_wake_register
 from runs.runtime.mcp import aclose_mcp_sessions
 from runs.runtime.providers import aclose_clients
@@ -36,7 +36,8 @@ def worker_id_default() -> str:
 
 class Worker:
     """Claims up to ``concurrency`` runs at a time and runs each leg while renewing its lease. It holds its liveness
-    token (runs.ownership.liveness) while it runs, and takes over at once the runs of workers whose token is free."""
+    token (runs.ownership.liveness) while it runs, and takes over at once the runs of workers whose token is free:
+    its claims watch the owners of running runs, and a death they hear wakes it."""
 
     def __init__(self, *, worker_id: str | None = None, concurrency: int = 4, poll_seconds: float = 0.5) -> None:
         if concurrency < 1:
@@ -57,6 +58,9 @@ class Worker:
         wake = asyncio.Event()
         listener = asyncio.create_task(runs_listen(wake)) if connection.vendor == "postgresql" else None
         unregister = runs_wake_register(wake)  # this process's own commits (embedded workers; SQLite has no NOTIFY)
+        loop = asyncio.get_running_loop()
+        # An owner's death, heard by a watch this worker's claims left on it: look at the owners at once.
+        unwatch = liveness_on_death(lambda worker_id: loop.call_soon_threadsafe(self._owner_died, wake))
         # The outbox's webhooks are delivered beside the legs, so a slow receiver never delays a claim.
         deliveries = asyncio.create_task(
             outbox_deliver_forever(worker_id=self.worker_id, stopping=self.stopping, fault=self.fault),
@@ -94,6 +98,7 @@ class Worker:
                     for waiter in waiters:
                         waiter.cancel()
         unregister()
+        unwatch()
         if listener is not None:
             listener.cancel()
         await asyncio.wait([deliveries], timeout=2)  # an attempt under way may finish; else its lease lapses
@@ -117,6 +122,10 @@ class Worker:
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def _owner_died(self, wake: asyncio.Event) -> None:
+        self._owners_checked_at = 0.0  # the next claim looks at the owners of running runs
+        wake.set()
 
     def _claim(self, free: int, *, ping: bool = False) -> list[Claim]:
         """On the ORM's thread: the worker's liveness token held (taken at the first claim, again after a loss;

@@ -3,9 +3,11 @@ to the database (``<database>.liveness/``), which the kernel releases the moment
 
 ``flock`` belongs to an open file description, not to a process or a thread: a checker opens the file anew, so
 its try fails while any other description holds the lock, in another process or in this one (an embedded
-worker's sibling). A checker that gets the lock has found the holder gone: it removes the file and lets go. A
-holder makes sure the file it locked is still the one at its path (a checker may have removed it meanwhile), so
-two descriptions never hold the "same" worker id on two files.
+worker's sibling). A holder's lock is exclusive; checkers and watchers take a shared one, so they never mistake
+each other for a holder. A checker that gets its shared lock has found the holder gone: it removes the file and
+lets go. A watcher (``wait_dead``) blocks on a shared lock, which the kernel grants the moment the holder's
+process ends. A holder makes sure the file it locked is still the one at its path (a checker may have removed it
+meanwhile), so two descriptions never hold the "same" worker id on two files.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import fcntl
 import hashlib
 import os
 import re
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 __all__ = ["FileLiveness"]
@@ -80,6 +83,29 @@ class FileLiveness:
         """The ids no live process holds: their file can be locked, or is gone."""
         return {worker_id for worker_id in worker_ids if _is_dead_at(self.path(worker_id))}
 
+    def wait_dead(self, worker_id: str, *, alive: Callable[[], None], stop: threading.Event) -> bool:
+        """Block until no live process holds ``worker_id`` (True at once when none does now), calling ``alive`` once
+        it is known held. A blocked ``flock`` cannot be interrupted: ``stop`` is read before and after the wait (a
+        stopped watch's thread ends with the holder)."""
+        path = self.path(worker_id)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                pass
+            alive()
+            if stop.is_set():
+                return False
+            fcntl.flock(fd, fcntl.LOCK_SH)  # granted when the holder lets go or its process ends
+            return not stop.is_set()
+        finally:
+            os.close(fd)  # the shared lock goes with it
+
     def _sweep(self, mine: Path) -> None:
         """Remove the files of dead holders that no claim looked at (they owned no running run when they died),
         so the folder holds about as many files as there are live workers."""
@@ -96,7 +122,7 @@ def _is_dead_at(path: Path) -> bool:
         return True
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: another checker or a watcher is no holder
         except BlockingIOError:
             return False
         if not _is_at(fd, path):

@@ -115,7 +115,8 @@ def run_claim(
 ) -> list[Claim]:
     """Take up to ``limit`` runs that need a leg: queued ones (a scheduled retry once its ``retry_at`` has come),
     running ones whose lease lapsed, and with ``take_over_dead`` running ones whose owner's liveness token is
-    free (its process died: runs.ownership.liveness), never the claimer's own.
+    free (its process died: runs.ownership.liveness), never the claimer's own; the owners found alive are
+    watched, so their death wakes this process's ``liveness_on_death`` callbacks.
 
     A claim increments the owner epoch, so the previous owner's writes are rejected from now on.
     PostgreSQL skips rows another worker is claiming; SQLite serializes writers, and the epoch
@@ -169,7 +170,8 @@ def _owners_dead(worker_id: str, now: Any, run_id: str | None) -> set[str]:
     if run_id is not None:
         running = running.filter(run_id=run_id)
     owners = set(running.values_list("worker_id", flat=True).distinct())
-    return liveness_owners_dead(owners) if owners else set()
+    # Watched: this process hears of their deaths at once (runs.ownership.liveness.liveness_on_death).
+    return liveness_owners_dead(owners, watch=True) if owners else set()
 
 
 def _leg_kind(run: Run) -> str:

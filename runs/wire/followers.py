@@ -39,6 +39,7 @@ from runs.access import run_is_readable_by
 from runs.wire.reads import close_connections, follower_reads
 from runs.wire.groups import run_stream_group
 from runs.models import RUN_ID_VALIDATOR, Run
+from runs.ownership.liveness import liveness_on_death, liveness_owners_dead
 from runs.runtime.exceptions import StoreUnavailableError
 from runs.runtime.loops import error_part
 from runs.runtime.redact import redact
@@ -314,13 +315,38 @@ def _read_page(run_id: str, after: int) -> JournalPage:
 
 
 def _follow_state(run_id: str) -> FollowState:
-    row = Run.objects.filter(run_id=run_id).values("status", "lease_expires_at").first()
+    row = Run.objects.filter(run_id=run_id).values("status", "lease_expires_at", "worker_id").first()
     if row is None:
         return FollowState(is_active=False, is_producer_gone=False)
     is_active = row["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
-    lease = row["lease_expires_at"]
-    is_gone = row["status"] == Run.Status.RUNNING and (lease is None or lease < timezone.now())
+    lease, owner = row["lease_expires_at"], row["worker_id"]
+    # Gone: its lease lapsed, or its owner's liveness token is free (its process died). The owner is watched, so
+    # its death wakes this process's followers (_owners_died) rather than waiting for their next poll.
+    is_gone = row["status"] == Run.Status.RUNNING and (
+        lease is None or lease < timezone.now() or bool(owner and liveness_owners_dead({owner}, watch=True)))
     return FollowState(is_active=is_active, is_producer_gone=is_gone)
+
+
+def _owners_died(worker_id: str) -> None:
+    """A watched owner died (runs.ownership.liveness, on the watch's thread): every follower of this process that
+    waits on its run's tail asks where its run stands now."""
+    for ref in list(_tails.data):
+        loop = ref()
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(_wake_tails, loop)
+            except RuntimeError:  # closed meanwhile
+                pass
+
+
+def _wake_tails(loop: asyncio.AbstractEventLoop) -> None:
+    for tail in list(_tails.get(loop, {}).values()):
+        for listener in tail.listeners:
+            listener.asked_at = tail.messages  # what the tail heard says nothing of the death: the database must
+            listener.woken.set()
+
+
+liveness_on_death(_owners_died)
 
 
 class _RunTail:

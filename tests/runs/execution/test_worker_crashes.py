@@ -34,16 +34,18 @@ def legs(run_id: str) -> list[tuple[str, int, str]]:
     return list(Leg.objects.filter(run__run_id=run_id).values_list("kind", "owner_epoch", "worker_id"))
 
 
-def mid_run_beside_another(workers, run_id: str, owner: str, other: str, *, delay_ms: str):
-    """A run that ``owner`` (a long lease, a step streamed every ``delay_ms``) is running past its first
-    checkpoint, and ``other`` (a long lease too) started and claiming beside it."""
+def mid_run_beside_another(workers, run_id: str, *, delay_ms: str):
+    """A run that one of two workers (a long lease each, a step streamed every ``delay_ms``) is running past its
+    first checkpoint, the other claiming beside it: (owner, other). Both are up before the run is queued (a
+    worker's start-up on a loaded machine takes longer than a slow run)."""
+    pair = [workers(name, DEUZ_LEASE_SECONDS=LONG_LEASE, DEUZ_DEMO_DELAY_MS=delay_ms) for name in ("a", "b")]
+    wait_until(lambda: not liveness_owners_dead({"a", "b"}), what="both workers to hold their liveness tokens")
     make_queued_run(run_id)
-    first = workers(owner, DEUZ_LEASE_SECONDS=LONG_LEASE, DEUZ_DEMO_DELAY_MS=delay_ms)
-    wait_until(lambda: Checkpoint.objects.filter(session_key=run_id).exists(), what=f"{owner}'s first checkpoint")
-    second = workers(other, DEUZ_LEASE_SECONDS=LONG_LEASE)
-    wait_until(lambda: not liveness_owners_dead({other}), what=f"{other} to hold its liveness token")
-    assert (status(run_id), Run.objects.get(run_id=run_id).worker_id) == ("running", owner)
-    return first, second
+    wait_until(lambda: Checkpoint.objects.filter(session_key=run_id).exists(), what="the run's first checkpoint")
+    run = Run.objects.get(run_id=run_id)
+    assert run.status == "running"
+    owner, other = pair if run.worker_id == "a" else pair[::-1]
+    return owner, other
 
 
 def test_a_killed_workers_run_is_finished_by_another_with_no_step_lost_or_repeated(workers):
@@ -60,7 +62,7 @@ def test_a_killed_workers_run_is_finished_by_another_with_no_step_lost_or_repeat
 
 
 def test_a_killed_workers_run_is_taken_over_within_seconds_not_at_its_lease(workers):
-    first, second = mid_run_beside_another(workers, "liveness-1", "a", "b", delay_ms="300")
+    first, second = mid_run_beside_another(workers, "liveness-1", delay_ms="300")
     first.signal(signal.SIGKILL)
     first.wait_exit()
     killed = time.monotonic()
@@ -68,20 +70,20 @@ def test_a_killed_workers_run_is_taken_over_within_seconds_not_at_its_lease(work
     # Two cores shared with other tests: well under the lease, not the bench's figure (manage.py bench --parts
     # takeover measures it).
     assert time.monotonic() - killed < 5
-    assert legs("liveness-1") == [("start", 1, "a"), ("recovery", 2, "b")]
+    assert legs("liveness-1") == [("start", 1, first.name), ("recovery", 2, second.name)]
     wait_until(lambda: status("liveness-1") == "suspended", what="b to reach the approval")
     second.stop()
 
 
 def test_a_worker_stopped_for_less_than_its_lease_keeps_its_run(workers):
-    paused, other = mid_run_beside_another(workers, "paused-1", "paused", "other", delay_ms="150")
+    paused, other = mid_run_beside_another(workers, "paused-1", delay_ms="150")
     freeze_between_transactions(paused, "paused-1")
     time.sleep(3)  # six looks at the owners of running runs by the other worker
-    assert legs("paused-1") == [("start", 1, "paused")]  # frozen, it still holds its liveness token
+    assert legs("paused-1") == [("start", 1, paused.name)]  # frozen, it still holds its liveness token
     paused.signal(signal.SIGCONT)
     wait_until(lambda: status("paused-1") == "suspended", what="the paused worker to reach the approval")
     other.stop()
-    assert legs("paused-1") == [("start", 1, "paused")]
+    assert legs("paused-1") == [("start", 1, paused.name)]
     assert {epoch for epoch, _, _ in epochs_and_steps("paused-1")} == {1}
 
 
@@ -108,6 +110,10 @@ def test_a_stale_worker_woken_after_its_lease_has_every_write_rejected(workers):
     freeze_between_transactions(stale, "stale-1")
     frozen_at = Checkpoint.objects.filter(session_key="stale-1").count()
     fresh = workers("fresh")
+    wait_until(lambda: len(legs("stale-1")) == 2, what="the new owner to take the run over")
+    # Taken over for its lease (the tests' workers keep 2 s), not for its death: frozen, it holds its liveness token.
+    assert legs("stale-1") == [("start", 1, "stale"), ("recovery", 2, "fresh")]
+    assert liveness_owners_dead({"stale"}) == set()
     wait_until(lambda: status("stale-1") == "suspended", what="the new owner to reach the approval")
     fresh.stop()
     stale.signal(signal.SIGCONT)

@@ -90,3 +90,20 @@ def test_serve_runs_queued_runs_with_its_embedded_worker(served):
             status = db.execute("SELECT status FROM runs_run WHERE run_id = 'served-1'").fetchone()[0]
         time.sleep(0.2)
     assert status == "suspended"
+
+
+def test_serve_s_embedded_worker_holds_its_liveness_token_until_serve_stops(served):
+    """A process that runs legs holds a liveness token (runs.ownership.liveness): `manage.py serve`'s embedded
+    worker under ``host:pid:embedded-0``, an flock beside its SQLite database, free once serve has stopped."""
+    from runs.ownership.liveness_sqlite import FileLiveness
+
+    served.wait_for(r"Deuz is serving at")
+    tokens = FileLiveness(Path(f"{served.database}.liveness"))
+    worker_id = f"{socket.gethostname()}:{served.process.pid}:embedded-0"
+    deadline = time.monotonic() + 30
+    while tokens.dead({worker_id}) and time.monotonic() < deadline:  # taken at the worker's first claim
+        time.sleep(0.1)
+    assert tokens.dead({worker_id}) == set()
+    served.process.send_signal(signal.SIGTERM)
+    assert served.process.wait(timeout=20) == 0
+    assert tokens.dead({worker_id}) == {worker_id}

@@ -4,9 +4,12 @@ owner's run, never a live owner's nor its own."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from django.db import connection
@@ -14,8 +17,8 @@ from django.db import connection
 from bench.child_processes import REPO_ROOT, child_env, wait_until
 from deuz_project.database_url import database_url
 from runs.models import Leg, Run
-from runs.ownership import liveness
-from runs.ownership.liveness import liveness_hold, liveness_owners_dead
+from runs.ownership import liveness, liveness_postgres
+from runs.ownership.liveness import liveness_hold, liveness_on_death, liveness_owners_dead
 from runs.services.lifecycle import run_claim
 from tests.factories import make_queued_run
 
@@ -106,6 +109,72 @@ def test_a_lost_token_is_taken_again():
         assert liveness_owners_dead({"w-lost"}) == set()
     finally:
         token.release()
+
+
+@pytest.fixture
+def deaths():
+    """The owners whose death this process's watches heard, each with when (time.monotonic), in order."""
+    heard: list[tuple[str, float]] = []
+
+    def died(worker_id: str) -> None:
+        heard.append((worker_id, time.monotonic()))
+
+    unregister = liveness_on_death(died)
+    yield heard
+    unregister()
+
+
+def test_a_watched_owner_s_death_is_heard_at_once(holder_process, deaths):
+    process = holder_process("w-watched")
+    assert liveness_owners_dead({"w-watched"}, watch=True) == set()
+    wait_until(lambda: _is_watched("w-watched"), timeout=5, every=0.01, what="the watch to wait")
+    process.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    process.wait()
+    wait_until(lambda: deaths, timeout=5, every=0.005, what="the death to be heard")
+    (worker_id, heard), = deaths
+    # A granted lock, not a poll: the look at owners comes every 0.5 s, this within milliseconds (on a loaded
+    # machine, well under the look's period).
+    assert (worker_id, heard - killed < 0.4) == ("w-watched", True)
+    assert liveness_owners_dead({"w-watched"}, watch=True) == {"w-watched"}
+
+
+def test_a_watched_owner_is_known_alive_without_asking_the_database(holder_process, monkeypatch):
+    holder_process("w-known")
+    assert liveness_owners_dead({"w-known"}, watch=True) == set()
+    wait_until(lambda: _is_watched("w-known"), timeout=5, every=0.01, what="the watch to wait")
+
+    def asked(self, worker_ids):
+        raise AssertionError(f"asked the database about {worker_ids}")
+
+    monkeypatch.setattr(type(liveness._backend()), "dead", asked)
+    assert liveness_owners_dead({"w-known"}, watch=True) == set()
+
+
+def test_a_watcher_s_lock_is_not_mistaken_for_a_holder(holder_process):
+    """A watch is granted its shared lock when the holder dies, and holds it a moment: no one may read that as the
+    owner alive."""
+    process = holder_process("w-shared-lock")
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    if connection.vendor == "postgresql":
+        watcher = liveness_postgres._connect()
+        watcher.execute("SELECT pg_advisory_lock_shared(%s)", [liveness_postgres.liveness_key("w-shared-lock")])
+        release = watcher.close
+    else:
+        fd = os.open(liveness._backend().path("w-shared-lock"), os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        release = lambda: os.close(fd)  # noqa: E731
+    try:
+        wait_until(lambda: liveness_owners_dead({"w-shared-lock"}) == {"w-shared-lock"}, timeout=2, every=0.02,
+                   what="the dead owner to be told dead beside the watcher's lock")
+    finally:
+        release()
+
+
+def _is_watched(worker_id: str) -> bool:
+    watch = liveness._watches.get((liveness._backend(), worker_id))
+    return watch is not None and watch.alive
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL leaves nothing behind a dead session")
