@@ -61,8 +61,9 @@ def _child(run_id: str, *, warmup: bool) -> None:
     set_up = time.perf_counter()
     from deuz_project.startup import worker_process_startup, worker_warmup_start
 
+    calling = time.perf_counter()
     warming = worker_warmup_start() if warmup else None  # as `manage.py worker` does, before its checks
-    warmup_call = time.perf_counter() - set_up
+    warmup_call = time.perf_counter() - calling
     from django.core import checks
 
     from runs.execution import legs, worker  # noqa: F401  (what a worker process has imported before its first leg)

@@ -20,8 +20,17 @@ __all__ = ["resume_reads_warm"]
 _NO_RUN = "deuz warm-up"  # no run can have this id: runs.models.RUN_ID_VALIDATOR refuses spaces
 
 
+#: How long the warm-up waits for a pooled connection: a database that is not up does not hold start-up (or the
+#: process's exit, which waits for the ORM's thread) for the pool's own timeout.
+CONNECT_SECONDS = 2.0
+
+
 def resume_reads_warm() -> None:
-    """Connect, and run a resume's two reads (the latest checkpoint, the history chain) for a key no run has."""
+    """Connect, and run a resume's two reads (the latest checkpoint, the history chain) for a key no run has.
+    Raises what connecting raised (psycopg_pool's PoolTimeout after ``CONNECT_SECONDS``)."""
+    pool = getattr(connection, "pool", None)  # PostgreSQL's, when configured
+    if pool is not None and connection.connection is None:
+        pool.putconn(pool.getconn(timeout=CONNECT_SECONDS))  # one there, or none within the bound
     connection.ensure_connection()
     _latest_row(_NO_RUN)
     try:
