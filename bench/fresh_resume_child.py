@@ -59,8 +59,9 @@ def _child(run_id: str, *, warmup: bool) -> None:
 
     settings.DEBUG = False  # as a production worker runs: no query log
     set_up = time.perf_counter()
-    from deuz_project.startup import worker_process_startup, worker_warmup_start
+    from deuz_project.startup import open_database_pools, worker_process_startup, worker_warmup_start
 
+    open_database_pools()  # start-up's work with or without the warm-up (worker_process_startup's first step)
     calling = time.perf_counter()
     warming = worker_warmup_start() if warmup else None  # as `manage.py worker` does, before its checks
     warmup_call = time.perf_counter() - calling
@@ -84,6 +85,7 @@ def _child(run_id: str, *, warmup: bool) -> None:
         "worker_startup_ms": (ready - set_up) * 1000,  # imports, checks, pools, heap freeze, the warm-up's wait
         "checks_ms": (checked - set_up) * 1000,
         "warmup_waited_ms": waited * 1000,  # what start-up spent on the warm-up: counted in the fresh figure
+        "warmup_call_ms": warmup_call * 1000,  # of which starting it (the rest: waiting for it after the checks)
         "warmup_own_ms": (warming.seconds if warming else 0.0) * 1000,  # its time on its thread (overlapped)
         **fresh,
         "fresh_ms": fresh["resume_ms"] + waited * 1000,
