@@ -15,7 +15,8 @@ from django.db import connection
 from bench import storage
 from bench.database_state import DEAD_ROWS_WARN, dead_rows, dead_rows_warning
 
-pytestmark = pytest.mark.django_db(transaction=True)  # the benchmarks drive the stores from their own event loops
+# The benchmarks drive the stores from their own event loops; the shared run starts 3 fresh worker processes.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 
 def test_storage_grows_linearly_with_the_history():
