@@ -3,7 +3,7 @@
 On SQLite: verdict to motion with a worker embedded in daphne (one process, the in-memory channel layer, as
 SQLite is deployed). On PostgreSQL, one fleet (daphne and two
 `manage.py worker` processes, with the Redis channel layer) for verdict to motion, the live tail, fan-out and
-throughput, in that order (the workers are stopped and started between them).
+throughput (with 1, 2 and 4 workers), in that order (the workers are stopped and started between them).
 """
 
 from __future__ import annotations
@@ -70,9 +70,12 @@ def measure(*, sizes: Sizes, redis_url: str, progress: Callable[[str], None], lo
         progress(f"  fan-out, {sizes.fanout_followers} followers of {sizes.fanout_runs} runs on one daphne...")
         data["fanout"] = tail.measure_on(fleet, runs=sizes.fanout_runs, followers=sizes.fanout_followers,
                                          label="fanout")
-        progress(f"  throughput, {sizes.throughput_runs} runs of {sizes.throughput_steps} steps, two workers...")
-        data["throughput"] = throughput.measure_on(fleet, runs=sizes.throughput_runs, steps=sizes.throughput_steps,
-                                                   concurrency=sizes.throughput_concurrency)
+        progress(f"  throughput, {sizes.throughput_runs} runs of {sizes.throughput_steps} steps, with "
+                 f"{', '.join(map(str, throughput.WORKER_COUNTS))} workers...")
+        scaled = throughput.scaling(fleet, runs=sizes.throughput_runs, steps=sizes.throughput_steps,
+                                    concurrency=sizes.throughput_concurrency)
+        data["throughput_scaling"] = scaled
+        data["throughput"] = next(part for part in scaled if part["workers"] == 2)  # the figure issue 8 reported
     finally:
         fleet.stop()
     return data

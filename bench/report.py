@@ -53,19 +53,33 @@ def table(results: dict[str, Any]) -> list[str]:
         if leg:
             lines.append(f"| {database['label']} | {_spread(leg['overhead_ms'])} | < {leg['bar_ms']} "
                          f"| {_verdict(leg['overhead_ms']['median'] < leg['bar_ms'])} |")
-    lines += ["", f"Resume of a {results['steps']}-step run in a fresh process, to the resumed leg's first part (ms):", "",
-              "| back end | resume (connect included) | of which connect | interpreter + Django start-up (apart) "
-              "| bar | | load a 1,000-step history (bar 20) |",
-              "|---|---|---|---|---|---|---|"]
-    for database in databases:
+    lines += _resume_table(results)
+    return lines
+
+
+def _resume_table(results: dict[str, Any]) -> list[str]:
+    """A fresh worker process's first resume beside the warm one in the same process, and without the warm-up."""
+    lines = ["", f"Resume of a {results['steps']}-step run in a fresh worker process, to the resumed leg's first part "
+             "(ms; fresh counts what start-up waited for the warm-up; warm: the same resume again in the same process; "
+             "start-up: the process's start to the clock, apart):", "",
+             "| back end | fresh | of which connect | fresh, connection apart | warm (same process) "
+             "| fresh without the warm-up | start-up (apart) | of which Django set-up | warm-up waited / own | bar | "
+             "| load a 1,000-step history (bar 20) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for database in results["databases"]:
         resume, load = database.get("resume"), database.get("load")
-        if resume:
-            lines.append(
-                f"| {database['label']} | {_spread(resume['resume_ms'])} | {_spread(resume['connect_ms'])} "
-                f"| {_spread(resume['startup_ms'], 0)} | < {resume['bar_ms']} "
-                f"| {_verdict(resume['resume_ms']['median'] < resume['bar_ms'])} "
-                f"| {_spread(load, 2) if load else '-'} {_verdict(load['median'] < load['bar_ms']) if load else ''} |"
-            )
+        if not resume:
+            continue
+        figure = resume[resume["bar_figure"]]["median"]
+        judged = "all in" if resume["bar_figure"] == "fresh_ms" else "connection apart"
+        lines.append(
+            f"| {database['label']} | {_spread(resume['fresh_ms'])} | {_spread(resume['connect_ms'])} "
+            f"| {_spread(resume['fresh_connected_ms'])} | {_spread(resume['warm_resume_ms'])} "
+            f"| {_spread(resume['without_warmup']['fresh_ms'])} | {_spread(resume['startup_ms'], 0)} "
+            f"| {_spread(resume['django_setup_ms'], 0)} "
+            f"| {resume['warmup_waited_ms']['median']:.2f} / {resume['warmup_own_ms']['median']:.2f} "
+            f"| < {resume['bar_ms']:g} ({judged}) | {_verdict(figure < resume['bar_ms'])} "
+            f"| {_spread(load, 2) if load else '-'} {_verdict(load['median'] < load['bar_ms']) if load else ''} |")
     return lines
 
 
@@ -148,6 +162,31 @@ def fleet_table(results: dict[str, Any]) -> list[str]:
                 f"| {part['seconds']:.1f} | {part['runs_per_second']:.1f} | {part['steps_per_second']:.0f} "
                 f"| {part['steps_lost']} | {part['steps_repeated']} | {part['journal_gaps']} "
                 f"| {part['runs_with_wrong_steps']} | {'ok' if clean else 'MISSED'} |")
+    return lines + _scaling_table(fleets)
+
+
+def _scaling_table(fleets: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The same throughput load with 1, 2 and 4 worker processes, with the CPU each step took (issue 25)."""
+    scaled = [(label, fleet["throughput_scaling"]) for label, fleet in fleets if fleet.get("throughput_scaling")]
+    if not scaled:
+        return []
+    lines = ["", "Throughput with 1, 2 and 4 worker processes, the same load (CPU per step: the workers' processes and "
+             "their database backends; cores busy: that CPU over the window):", "",
+             "| back end | runs × steps | workers × legs at once | seconds | steps/s | vs 1 worker "
+             "| CPU ms per step: workers | database | total | cores busy (of) | steps lost | steps repeated | |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label, parts in scaled:
+        one = next((part["steps_per_second"] for part in parts if part["workers"] == 1), None)
+        for part in parts:
+            cpu = part["cpu_ms_per_step"]
+            clean = not (part["steps_lost"] or part["steps_repeated"] or part["journal_gaps"]
+                         or part["runs_with_wrong_steps"])
+            ratio = f"{part['steps_per_second'] / one:.2f}x" if one else "-"
+            lines.append(
+                f"| {label} | {part['runs']:,} × {part['steps']} | {part['workers']} × {part['concurrency']} "
+                f"| {part['seconds']:.1f} | {part['steps_per_second']:.0f} | {ratio} | {cpu['workers']:.2f} "
+                f"| {cpu['database']:.2f} | {cpu['total']:.2f} | {part['cores_busy']:.2f} ({part['cpus']}) "
+                f"| {part['steps_lost']} | {part['steps_repeated']} | {'ok' if clean else 'MISSED'} |")
     return lines
 
 

@@ -116,7 +116,8 @@ async def _drive(fleet: Fleet, tokens: dict[str, str], run_ids: list[str], count
         await asyncio.to_thread(fleet.start_workers)
         await await_until(lambda: all(status in TERMINAL for status in run_statuses(run_ids).values()),
                          timeout=timeout, what="every tail run to finish", every=0.2)
-        await asyncio.wait_for(asyncio.gather(*following, return_exceptions=True), 60)
+        # The followers end after the runs: each asks once more and sees the end (longer on a loaded machine).
+        await asyncio.wait_for(asyncio.gather(*following, return_exceptions=True), 60 + count / 2)
         seconds = time.monotonic() - started
         cpu_after = fleet.cpu_seconds()
         cpu = {"server": cpu_after.get("server", 0.0) - cpu_before.get("server", 0.0),

@@ -1,10 +1,12 @@
-"""Throughput on the scale-out path (issue 8, item 6): ``runs`` runs of DEUZ_BENCH_STEPS steps (the bench
-workload: one tool call a step, ~300 bytes of JSON) queued at once and drained by two `manage.py worker`
-processes on PostgreSQL.
+"""Throughput on the scale-out path (issue 8, item 6; issue 25): ``runs`` runs of DEUZ_BENCH_STEPS steps (the
+bench workload: one tool call a step, ~300 bytes of JSON) queued at once and drained by the fleet's `manage.py
+worker` processes on PostgreSQL; ``scaling`` does it with 1, 2 and 4 of them.
 
-The window is the database's own: from the first leg's claim to the last leg's end. Then the books: every run
-completed with exactly its steps (its step index, one leg, each step's start and finish parts and each tool
-call's result once in its journal), and every journal's seqs gapless from 0.
+The window is the database's own: from the first leg's claim to the last leg's end. The CPU the run took: each
+worker process's, and each of their PostgreSQL backends' (read from pg_stat_activity's pids just before the
+workers stop), per step. Then the books: every run completed with exactly its steps (its step index, one leg,
+each step's start and finish parts and each tool call's result once in its journal), and every journal's seqs
+gapless from 0.
 """
 
 from __future__ import annotations
@@ -26,7 +28,43 @@ from bench.child_processes import await_until
 from bench.fleet import TERMINAL, Fleet, closing, run_statuses, runs_delete
 from runs.secrets.sealing import unseal_text
 
-__all__ = ["measure_on"]
+__all__ = ["WORKER_COUNTS", "measure_on", "scaling"]
+
+WORKER_COUNTS = (1, 2, 4)
+
+
+def scaling(fleet: Fleet, *, runs: int, steps: int, concurrency: int, counts: tuple[int, ...] = WORKER_COUNTS,
+            timeout: float = 900) -> list[dict[str, Any]]:
+    """The same load drained by each number of worker processes in ``counts``, one after the other."""
+    kept = fleet.worker_count
+    measured = []
+    try:
+        for count in counts:
+            fleet.worker_count = count
+            measured.append(measure_on(fleet, runs=runs, steps=steps, concurrency=concurrency, timeout=timeout))
+    finally:
+        fleet.worker_count = kept
+    return measured
+
+
+def _backend_cpu_seconds(fleet: Fleet) -> float:
+    """User + system CPU of the PostgreSQL backends of the fleet's workers (this machine's server only)."""
+    import psutil
+
+    if connection.vendor != "postgresql":
+        return 0.0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s",
+                       [f"{fleet.app_prefix}worker-%"])
+        pids = [pid for (pid,) in cursor.fetchall()]
+    used = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:  # another host's server, or a backend that just ended
+            continue
+        used += times.user + times.system
+    return used
 
 
 def measure_on(fleet: Fleet, *, runs: int, steps: int, concurrency: int, timeout: float = 900) -> dict[str, Any]:
@@ -49,6 +87,7 @@ def measure_on(fleet: Fleet, *, runs: int, steps: int, concurrency: int, timeout
             asyncio.run(closing(await_until(lambda: all(s in TERMINAL for s in run_statuses(run_ids).values()),
                                    timeout=timeout, what="every throughput run to finish", every=0.25)))
             cpu = {name: seconds - cpu_before.get(name, 0.0) for name, seconds in fleet.cpu_seconds().items()}
+            cpu["database (the workers' backends)"] = _backend_cpu_seconds(fleet)
         finally:
             fleet.stop_workers()
         legs = Leg.objects.filter(run__run_id__startswith=prefix)
@@ -60,10 +99,16 @@ def measure_on(fleet: Fleet, *, runs: int, steps: int, concurrency: int, timeout
             statuses[status] += 1
     finally:
         runs_delete(prefix)
+    workers_cpu = sum(value for name, value in cpu.items() if name.startswith("worker-"))
+    database_cpu = cpu["database (the workers' backends)"]
     return {
         "vendor": connection.vendor, "runs": runs, "steps": steps, "workers": fleet.worker_count,
         "concurrency": concurrency, "seconds": seconds, "runs_per_second": runs / seconds,
-        "steps_per_second": runs * steps / seconds, "statuses": dict(statuses), "cpu_seconds": cpu, **books,
+        "steps_per_second": runs * steps / seconds, "statuses": dict(statuses), "cpu_seconds": cpu,
+        "cpu_ms_per_step": {"workers": workers_cpu * 1000 / (runs * steps),
+                            "database": database_cpu * 1000 / (runs * steps),
+                            "total": (workers_cpu + database_cpu) * 1000 / (runs * steps)},
+        "cores_busy": (workers_cpu + database_cpu) / seconds if seconds else 0.0, "cpus": os.cpu_count(), **books,
     }
 
 

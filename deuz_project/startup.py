@@ -3,12 +3,20 @@ application before its first request."""
 
 from __future__ import annotations
 
+import logging
+import time
+from concurrent.futures import Future
+
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
 from deuz_project.heap import heap_freeze_startup
 
-__all__ = ["agents_refuse_bad_entries", "open_database_pools", "worker_process_startup"]
+__all__ = [
+    "WorkerWarmup", "agents_refuse_bad_entries", "open_database_pools", "worker_process_startup", "worker_warmup_start",
+]
+
+logger = logging.getLogger("deuz.startup")
 
 
 def open_database_pools() -> int:
@@ -25,10 +33,50 @@ def open_database_pools() -> int:
     return opened
 
 
-def worker_process_startup() -> int:
-    """A worker's start-up: its database pools opened, then its start-up heap frozen (deuz_project.heap); the
-    number of objects frozen."""
+class WorkerWarmup:
+    """The warm-up of a worker's first resume (runs.stores.warmup), running on the ORM's thread: asgiref's one
+    thread for the ORM calls of a process whose event loop no async_to_sync started (a worker's), where a leg's
+    checkpoint reads go. ``wait()`` is what start-up spends on it beyond the work it overlapped."""
+
+    def __init__(self) -> None:
+        from asgiref.sync import SyncToAsync
+
+        self.started = time.perf_counter()
+        self.seconds = 0.0  # the warm-up's own time, on its thread
+        self.waited = 0.0  # start-up's wait for it to finish
+        open_database_pools()  # on this thread, before the ORM's thread asks a pool for its first connection
+        self._future: Future[None] = SyncToAsync.single_thread_executor.submit(self._warm)
+
+    def _warm(self) -> None:
+        from runs.stores.warmup import resume_reads_warm
+
+        began = time.perf_counter()
+        try:
+            resume_reads_warm()
+        except Exception as exc:  # a database not up yet: the first leg connects, as it would have anyway
+            logger.warning("The worker's warm-up failed (its first resume connects itself): %s", type(exc).__name__)
+        finally:
+            self.seconds = time.perf_counter() - began
+
+    def wait(self) -> None:
+        began = time.perf_counter()
+        self._future.result()
+        self.waited = time.perf_counter() - began
+
+
+def worker_warmup_start() -> WorkerWarmup:
+    """Start the warm-up of the worker's first resume (connection, the resume's reads), to overlap what start-up
+    does next (``manage.py worker``'s system checks, which import every agent); finished by
+    ``worker_process_startup``."""
+    return WorkerWarmup()
+
+
+def worker_process_startup(warmup: WorkerWarmup | None = None) -> int:
+    """A worker's start-up: its database pools opened, its warm-up (``worker_warmup_start``) finished, then its
+    start-up heap frozen (deuz_project.heap); the number of objects frozen."""
     open_database_pools()
+    if warmup is not None:
+        warmup.wait()
     return heap_freeze_startup()
 
 

@@ -6,7 +6,6 @@ own classes (``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]``: a token or th
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 
 from django.db import DataError
@@ -18,8 +17,6 @@ from rest_framework.settings import api_settings
 
 from runs.execution.continuation import run_continue
 from runs.wire.followers import Follow, FollowRefused, FollowResponse, FrameKind, follow_open, parse_cursor
-from runs.runtime.codec import encode_value
-from runs.runtime.types import StreamPart
 
 __all__ = ["run_events"]
 
@@ -85,8 +82,8 @@ async def run_events(request: HttpRequest, run_id: str):
     return response
 
 
-def _event(part: StreamPart, seq: int | None = None) -> str:
-    data = json.dumps(encode_value(part), ensure_ascii=False, separators=(",", ":"))
+def _event(data: str, seq: int | None = None) -> str:
+    """An event of a part's JSON text (runs.wire.followers.part_json)."""
     return (f"id: {seq}\n" if seq is not None else "") + f"data: {data}\n\n"
 
 
@@ -97,7 +94,7 @@ async def _events(follow: Follow) -> AsyncIterator[str]:
     idle = 0
     async for frame in follow.frames():
         if frame.kind is FrameKind.PART:
-            yield _event(frame.part, frame.seq)
+            yield _event(frame.json, frame.seq)  # a live part's text is shared by every follower: no encode each
         elif frame.kind is FrameKind.IDLE:
             idle += 1
             if idle % _KEEPALIVE_EVERY == 0:
@@ -105,6 +102,6 @@ async def _events(follow: Follow) -> AsyncIterator[str]:
         elif frame.kind is FrameKind.DONE:
             yield _DONE
         else:  # FAILED: an error part without an id; [DONE] too unless the client's reconnect may succeed
-            yield _event(frame.part)
+            yield _event(frame.json)
             if frame.is_final:
                 yield _DONE

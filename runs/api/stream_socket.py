@@ -14,7 +14,6 @@ from urllib.parse import parse_qs
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from runs.execution.continuation import run_continue
-from runs.runtime.codec import encode_value
 from runs.wire.followers import Follow, FollowRefused, FrameKind, follow_open
 
 __all__ = ["RunStreamConsumer"]
@@ -57,7 +56,8 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
     async def _send_frames(self, follow: Follow) -> None:
         async for frame in follow.frames():
             if frame.kind is FrameKind.PART:
-                await self.send_json({"seq": frame.seq, "part": encode_value(frame.part)})
+                # The part's JSON text as it is (shared by every follower of a live part): no encode per socket.
+                await self.send(text_data=f'{{"seq":{frame.seq},"part":{frame.json}}}')
             elif frame.kind is FrameKind.DONE:
                 await self.send_json({"done": True})
                 await self.close()

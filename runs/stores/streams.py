@@ -20,7 +20,7 @@ from runs.runtime.wire import JournalPage
 from runs.secrets.sealing import seal_text, unseal_text
 from runs.stores.dispatch import dispatch
 
-__all__ = ["DatabaseStreamStateStore", "part_decode"]
+__all__ = ["DatabaseStreamStateStore", "part_decode", "part_decode_plain"]
 
 
 class DatabaseStreamStateStore:
@@ -138,6 +138,13 @@ class DatabaseStreamStateStore:
 def part_decode(text: str) -> StreamPart:
     """A part from its journal text (``encode_parts``): as a read of the journal answers it."""
     return decode_value(json.loads(unseal_text(text)))
+
+
+def part_decode_plain(text: str) -> tuple[StreamPart, str]:
+    """``part_decode``, and the part's plain JSON text (unsealed): the compact JSON of its codec encoding, as
+    runs.wire.followers.part_json writes it, for a wire that sends it as it is."""
+    plain = unseal_text(text)
+    return decode_value(json.loads(plain)), plain
 
 
 def _last_seq(run_pk: int) -> int:

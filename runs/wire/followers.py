@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import logging
 import re
 import threading
@@ -40,6 +41,7 @@ from runs.wire.reads import close_connections, follower_reads
 from runs.wire.groups import run_stream_group
 from runs.models import RUN_ID_VALIDATOR, Run
 from runs.ownership.liveness import liveness_on_death, liveness_owners_dead
+from runs.runtime.codec import encode_value
 from runs.runtime.exceptions import StoreUnavailableError
 from runs.runtime.loops import error_part
 from runs.runtime.redact import redact
@@ -47,7 +49,7 @@ from runs.runtime.types import StreamPart
 from runs.runtime.wire import DONE, IDLE, FollowState, JournalPage, follow_journal
 from runs.secrets.redaction import service_secrets
 from runs.stores import get_store
-from runs.stores.streams import part_decode
+from runs.stores.streams import part_decode_plain
 
 __all__ = [
     "DEFAULT_MAX_STREAMS_PER_USER",
@@ -61,6 +63,7 @@ __all__ = [
     "follower_secrets",
     "open_followers",
     "parse_cursor",
+    "part_json",
 ]
 
 logger = logging.getLogger("deuz.followers")
@@ -204,12 +207,25 @@ class FrameKind(enum.Enum):
     FAILED = "failed"  # part is a redacted error part without a seq; is_final says whether retrying can help
 
 
+def part_json(part: StreamPart) -> str:
+    """A part as the wire's JSON text (the codec's markers, compact, UTF-8 as is), as the journal holds it."""
+    return json.dumps(encode_value(part), ensure_ascii=False, separators=(",", ":"))
+
+
 @dataclass(frozen=True)
 class Frame:
     kind: FrameKind
     seq: int | None = None
     part: StreamPart | None = None
     is_final: bool = False
+    # The part's JSON when it came with a notification: one text per part in this process, shared by every
+    # follower that may see the part as it is (no encode per follower on the hot path; issue 25).
+    shared_json: str | None = None
+
+    @property
+    def json(self) -> str:
+        """The part's JSON text (``part_json``): the shared one, else encoded for this frame."""
+        return self.shared_json if self.shared_json is not None else part_json(self.part)
 
 
 class Follow:
@@ -252,7 +268,9 @@ class Follow:
                         yield Frame(FrameKind.IDLE)
                         continue
                     seq, part = item
-                    yield Frame(FrameKind.PART, seq=seq, part=self.visible(part))
+                    visible = self.visible(part)
+                    shared = listener.shared_json(seq, part) if visible is part else None
+                    yield Frame(FrameKind.PART, seq=seq, part=visible, shared_json=shared)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -362,6 +380,7 @@ class _RunTail:
         self.channel: str | None = None
         self.listeners: set[_Listener] = set()
         self.parts: dict[int, StreamPart] = {}  # seq -> part, in the order they came
+        self.texts: dict[int, str] = {}  # seq -> the part's JSON as the notification carried it (unsealed)
         self.heard_seq = -1  # the highest seq a notification named
         self.messages = 0  # notifications received
         self.ended_at = -1  # ``messages`` when a leg's end was last heard
@@ -410,12 +429,17 @@ class _RunTail:
         if isinstance(first, int) and isinstance(texts, list):
             for offset, text in enumerate(texts):
                 try:
-                    self.parts[first + offset] = part_decode(text)
+                    # The journal's text (runs.stores.streams.encode_parts): the part's JSON, sealed when keys
+                    # are set; decoded once here for every follower, and its plain text kept for their wire.
+                    part, plain = part_decode_plain(text)
                 except Exception:  # not one of ours, or keys that differ: the follower reads the journal instead
                     logger.warning("A notification of %s carried a part that does not decode.", self.run_id)
                     break
+                self.parts[first + offset], self.texts[first + offset] = part, plain
             while len(self.parts) > self.KEEP:
-                del self.parts[next(iter(self.parts))]
+                oldest = next(iter(self.parts))
+                del self.parts[oldest]
+                self.texts.pop(oldest, None)
         if isinstance(message.get("seq"), int):
             self.heard_seq = max(self.heard_seq, message["seq"])
         if message.get("end"):
@@ -518,6 +542,14 @@ class _Listener:
         asked, self.asked_at = self.asked_at, tail.messages
         self.trusts_tail = tail.messages > asked and tail.ended_at <= asked
         return _ACTIVE if self.trusts_tail else None
+
+    def shared_json(self, seq: int, part: StreamPart) -> str | None:
+        """The JSON text of ``part`` shared by this process's followers when it is the part the tail holds for
+        ``seq`` (it came with a notification); None when it came from a read of the journal."""
+        tail = self.tail
+        if tail is None or tail.parts.get(seq) is not part:
+            return None
+        return tail.texts.get(seq)
 
     def live_page(self, after: int) -> JournalPage | None:
         """The parts after ``after`` from the tail, in an unbroken run of seqs; None when the journal must say."""

@@ -15,7 +15,8 @@ from django.db import connection
 from bench import storage
 from bench.database_state import DEAD_ROWS_WARN, dead_rows, dead_rows_warning
 
-pytestmark = pytest.mark.django_db(transaction=True)  # the benchmarks drive the stores from their own event loops
+# The benchmarks drive the stores from their own event loops; the shared run starts 3 fresh worker processes.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 
 def test_storage_grows_linearly_with_the_history():
@@ -37,7 +38,8 @@ def bench_output(django_db_setup, django_db_blocker, tmp_path_factory):
 def test_the_table_has_every_figure(bench_output):
     printed, _ = bench_output
     for heading in ("overhead per step", "floor (INSERT+COMMIT, same commits)", "growth (steps 191-200 / 1-10",
-                    "As the worker runs a leg", "Resume of a 20-step run in a fresh process", "load a 1,000-step history"):
+                    "As the worker runs a leg", "Resume of a 20-step run in a fresh worker process",
+                    "warm (same process)", "fresh without the warm-up", "load a 1,000-step history"):
         assert heading in printed
 
 
@@ -66,6 +68,22 @@ def test_the_resume_is_measured_in_a_fresh_process_with_start_up_apart(bench_out
     _, results = bench_output
     resume = results["databases"][0]["resume"]
     assert min(resume[name]["median"] for name in ("startup_ms", "resume_ms", "connect_ms", "django_setup_ms")) > 0
+
+
+def test_the_fresh_figure_counts_what_start_up_waited_for_the_warm_up(bench_output):
+    _, results = bench_output
+    resume = results["databases"][0]["resume"]
+    assert resume["warmup_own_ms"]["median"] > 0  # the warm-up ran, on its own thread
+    fresh = resume["fresh_ms"]["median"]
+    assert fresh >= resume["resume_ms"]["median"] and fresh >= resume["warmup_waited_ms"]["median"]
+
+
+def test_the_warm_resume_and_the_one_without_the_warm_up_are_measured_beside_the_fresh_one(bench_output):
+    _, results = bench_output
+    resume = results["databases"][0]["resume"]
+    assert resume["warm_resume_ms"]["median"] > 0 and resume["without_warmup"]["fresh_ms"]["median"] > 0
+    assert resume["without_warmup"]["warmup_own_ms"]["median"] == 0  # no warm-up ran there
+    assert resume["bar_figure"] in resume
 
 
 def test_the_leg_is_measured_with_its_journal(bench_output):

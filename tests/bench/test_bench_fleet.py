@@ -65,7 +65,16 @@ def _results(*, motion_p99: float = 80.0, tail_p99: float = 40.0, lost: int = 0,
                        "runs_per_second": 20.0, "steps_per_second": 400.0, "steps_lost": lost, "steps_repeated": 0,
                        "journal_gaps": 0, "runs_with_wrong_steps": 0},
     }
+    fleet["throughput_scaling"] = [_scaled(workers, steps_per_second, lost=lost if workers == 2 else 0)
+                                   for workers, steps_per_second in ((1, 500.0), (2, 800.0), (4, 780.0))]
     return {"databases": [{"label": "PostgreSQL", "fleet": fleet}]}
+
+
+def _scaled(workers: int, steps_per_second: float, *, lost: int = 0) -> dict:
+    return {"runs": 1000, "steps": 20, "workers": workers, "concurrency": 16, "seconds": 20_000 / steps_per_second,
+            "steps_per_second": steps_per_second, "steps_lost": lost, "steps_repeated": 0, "journal_gaps": 0,
+            "runs_with_wrong_steps": 0, "cpu_ms_per_step": {"workers": 1.5, "database": 0.75, "total": 2.25},
+            "cores_busy": 1.8, "cpus": 2}
 
 
 def test_the_table_says_ok_under_the_bars():
@@ -89,6 +98,24 @@ def test_the_table_marks_a_lost_step():
     printed = "\n".join(fleet_table(_results(lost=2)))
     row = next(line for line in printed.splitlines() if "1,000 × 20" in line)
     assert row.endswith("| MISSED |")
+
+
+def _scaling_rows(printed: str) -> list[str]:
+    return [line for line in printed.splitlines() if line.startswith("| PostgreSQL | 1,000 × 20 | ")
+            and line.count("|") == 14]
+
+
+def test_the_throughput_is_shown_with_one_two_and_four_workers_and_the_cpu_per_step():
+    printed = "\n".join(fleet_table(_results()))
+    rows = _scaling_rows(printed)
+    assert [row.split("|")[3].strip() for row in rows] == ["1 × 16", "2 × 16", "4 × 16"]
+    assert [row.split("|")[6].strip() for row in rows] == ["1.00x", "1.60x", "1.56x"]
+    assert all("| 1.50 | 0.75 | 2.25 | 1.80 (2) |" in row for row in rows)
+
+
+def test_the_scaling_table_marks_a_lost_step():
+    rows = _scaling_rows("\n".join(fleet_table(_results(lost=2))))
+    assert [row.endswith("| MISSED |") for row in rows] == [False, True, False]
 
 
 def test_the_table_shows_daphnes_memory():
@@ -121,10 +148,15 @@ def test_the_fleet_parts_run_end_to_end_at_a_tiny_size(fleet):
     else:
         fleet.stop_workers()
     tailed = tail.measure_on(fleet, runs=2, followers=3, label="tail-test")
-    drained = throughput.measure_on(fleet, runs=3, steps=3, concurrency=2)
+    one, two = throughput.scaling(fleet, runs=3, steps=3, concurrency=2, counts=(1, 2))
     assert moved["latency_ms"]["n"] == 3 and set(moved["breakdown_ms"]) == {"to_claim", "claim_to_part",
                                                                              "part_to_follower"}
     assert tailed["every_part_delivered"] and tailed["followers"] == 3 and tailed["parts_per_run"] > 4
-    assert drained["statuses"] == {"completed": 3}
-    assert (drained["steps_lost"], drained["steps_repeated"], drained["journal_gaps"],
-            drained["runs_with_wrong_steps"], drained["legs_beyond_one"]) == (0, 0, 0, 0, 0)
+    assert (one["workers"], two["workers"]) == (1, 2)
+    for drained in (one, two):
+        assert drained["statuses"] == {"completed": 3}
+        assert (drained["steps_lost"], drained["steps_repeated"], drained["journal_gaps"],
+                drained["runs_with_wrong_steps"], drained["legs_beyond_one"]) == (0, 0, 0, 0, 0)
+        assert drained["cpu_ms_per_step"]["workers"] > 0 and drained["cores_busy"] > 0
+        if connection.vendor == "postgresql":
+            assert drained["cpu_ms_per_step"]["database"] > 0

@@ -55,7 +55,7 @@ class Command(BaseCommand):
                                 ("tail-runs", "runs streaming at once in the live tail (100; quick 20)"),
                                 ("fanout-followers", "followers on the one daphne (500; quick 100)"),
                                 ("fanout-runs", "runs the fan-out's followers follow (10; quick 5)"),
-                                ("throughput-runs", "runs of the throughput (1000; quick 60)")):
+                                ("throughput-runs", "throughput runs, drained by 1, 2, 4 workers (1000; quick 60)")):
             parser.add_argument(f"--{name}", type=int, default=None, help=help_text.capitalize() + ".")
         parser.add_argument("--child-output", default=None, help=None)  # internal: a child's results file
         parser.add_argument("--with-fleet", action="store_true", help=None)  # internal: the child runs the fleet parts

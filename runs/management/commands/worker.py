@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from deuz_project.startup import worker_process_startup
+from deuz_project.startup import WorkerWarmup, worker_process_startup, worker_warmup_start
 from runs.execution.worker import run_worker, worker_id_default
 
 
@@ -16,11 +16,19 @@ class Command(BaseCommand):
         parser.add_argument("--worker-id", default=None, help="Name in leases and logs (default host:pid).")
         parser.add_argument("--poll", type=float, default=0.5, help="Seconds between claim attempts when idle.")
 
+    warmup: WorkerWarmup | None = None
+
+    def execute(self, *args, **options):
+        # The first resume's connection and reads warm on the ORM's thread while the system checks run (they
+        # import every agent), so a worker restarted after a crash resumes as fast as a warm one (issue 25).
+        self.warmup = worker_warmup_start()
+        return super().execute(*args, **options)
+
     def handle(self, *args, concurrency, worker_id, poll, **options):
         if concurrency < 1:
             raise CommandError("--concurrency must be at least 1.")
         if poll <= 0:
             raise CommandError("--poll must be a positive number of seconds.")
-        worker_process_startup()  # pools opened; the checks before handle() imported every agent (heap frozen)
+        worker_process_startup(self.warmup)  # warm-up done; the checks imported every agent (heap frozen)
         self.stdout.write(f"Worker {worker_id or worker_id_default()} claiming runs (concurrency {concurrency}).")
         run_worker(concurrency=concurrency, worker_id=worker_id, poll_seconds=poll)

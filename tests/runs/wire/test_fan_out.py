@@ -1,0 +1,115 @@
+"""Fan-out without a cost per follower (issue 25): a part that came with a journal notification is encoded for the
+wire once per process, its JSON text shared by every follower of the run that may see it as it is; a follower
+who may not see an approval's token gets a text of its own, without it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+
+import runs.wire.followers
+from runs.stores.streams import DatabaseStreamStateStore
+from runs.wire.followers import part_json
+from runs.wire.groups import run_stream_group
+from tests.runs.wire.test_live_tail import (  # noqa: F401 (fixtures)
+    delta, follow, journal_reads, running, until, writer_of,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FOLLOWERS = 20
+
+
+@pytest.fixture
+def encodes(monkeypatch):
+    """Every encode of a part for the wire in this process (runs.wire.followers.part_json), counted."""
+    calls: list[dict] = []
+
+    def counted(part):
+        calls.append(part)
+        return part_json(part)
+
+    monkeypatch.setattr(runs.wire.followers, "part_json", counted)
+    return calls
+
+
+@pytest.fixture
+def group_joins(monkeypatch):
+    layer = get_channel_layer()
+    added: list[str] = []
+    group_add = layer.group_add
+
+    async def counted(group, channel):
+        added.append(group)
+        return await group_add(group, channel)
+
+    monkeypatch.setattr(layer, "group_add", counted)
+    return added
+
+
+async def _followers_hear(user_for, parts: list[dict], *, followers: int, reads: list) -> list[list]:
+    """``followers`` followers of r1 (follower n as ``user_for(n)``), all waiting before ``parts`` are written and
+    notified one at a time; each follower's frames up to the last part."""
+    writer = writer_of()
+    frames: list[list] = [[] for _ in range(followers)]
+    tasks = [asyncio.create_task(follow(user_for(n), until_seq=len(parts) - 1, frames=mine))
+             for n, mine in enumerate(frames)]
+    # Every follower has read the (empty) journal, so it waits on the run's tail.
+    await until(lambda: reads.count(("page", -1)) == followers, seconds=60)
+    for part in parts:
+        writer.source.parts.append(part)
+        await sync_to_async(writer.flush_sync)()
+        await writer.notify()
+    await asyncio.wait_for(asyncio.gather(*tasks), 20)
+    return frames
+
+
+def test_a_live_part_is_not_encoded_once_per_follower(running, owner, encodes, group_joins, journal_reads):
+    parts = [delta("a"), {"type": "tool-result", "toolCallId": "c1", "output": {"rows": [1, 2]}}, delta("é")]
+    frames = asyncio.run(_followers_hear(lambda n: owner, parts, followers=FOLLOWERS, reads=journal_reads))
+    assert group_joins == [run_stream_group("r1")]
+    texts = [[frame.json for frame in mine] for mine in frames]
+    assert texts == [[part_json(part) for part in parts]] * FOLLOWERS
+    assert encodes == []  # the notification's own texts: no encode in this process, let alone one per follower
+
+
+def test_every_follower_sends_the_same_text_of_a_live_part(running, owner, journal_reads):
+    frames = asyncio.run(_followers_hear(lambda n: owner, [delta("a")], followers=FOLLOWERS, reads=journal_reads))
+    first = frames[0][0].json
+    assert all(mine[0].json is first for mine in frames)
+
+
+def test_a_part_read_from_the_journal_is_encoded_for_its_follower(running, owner, encodes):
+    writer = writer_of(delta("before"))
+    writer.flush_sync()  # written before the follower came, never notified: its follower reads it from the journal
+
+    async def scenario():
+        mine: list = []
+        await follow(owner, until_seq=0, frames=mine)
+        return mine
+
+    (frame,) = asyncio.run(scenario())
+    assert frame.json == part_json(delta("before")) and encodes == [delta("before")]
+
+
+def test_a_follower_who_may_not_decide_never_gets_the_shared_text_with_the_token(running, owner, reviewer,
+                                                                                  journal_reads):
+    request = {"type": "tool-approval-request", "approvalId": "a1", "toolCallId": "c1",
+               "approval": {"id": "a1", "token": "secret-token-value"}}
+    users = [reviewer, owner]
+    frames = asyncio.run(_followers_hear(lambda n: users[n % 2], [request], followers=4, reads=journal_reads))
+    seen = [json.loads(mine[0].json)["approval"] for mine in frames]
+    assert [approval.get("token") for approval in seen] == ["secret-token-value", None] * 2
+    assert all("secret-token-value" not in mine[0].json for mine in frames[1::2])
+
+
+def test_a_tails_kept_texts_go_with_its_parts(running):
+    tail = runs.wire.followers._RunTail("r1", layer=None)
+    encoded = DatabaseStreamStateStore.encode_parts([delta(str(n)) for n in range(tail.KEEP + 3)])
+    tail.heard({"first": 0, "parts": encoded, "seq": len(encoded) - 1})
+    assert list(tail.texts) == list(tail.parts) == list(range(3, tail.KEEP + 3))
+    assert tail.texts[3] == part_json(delta("3"))
