@@ -21,6 +21,8 @@ DEPLOYED_ENV = {
     "CSRF_TRUSTED_ORIGINS": "https://deuz.example",
     "DEUZ_PROXY_SSL_HEADER": "1",
     "DEUZ_HSTS_PRELOAD": "1",
+    "EMAIL_URL": "smtp://deuz:password@mail.deuz.example:587/?tls=True",
+    "DEUZ_PUBLIC_URL": "https://deuz.example",
 }
 
 

@@ -110,8 +110,10 @@ def test_each_token_has_a_revoke_button(browser, ada):
 def test_every_signed_in_role_finds_the_page_in_the_header(browser_for, role):
     client = browser_for(role)
     header = client.get("/").content.decode().split("</header>", 1)[0]
-    assert 'href="/account/tokens/"' in header and client.get("/account/tokens/").status_code == 200
+    account = client.get("/account/")
+    assert 'href="/account/"' in header and account.status_code == 200
+    assert 'href="/account/tokens/"' in account.content.decode()
 
 
 def test_the_header_of_an_anonymous_visitor_has_no_token_link(client, db):
-    assert 'href="/account/tokens/"' not in client.get("/").content.decode()
+    assert 'href="/account/' not in client.get("/").content.decode()
