@@ -9,6 +9,7 @@ from deuz_project.middleware import API_NOT_FOUND
 from observability.exposition import metrics
 from runs.api.documents import ApiDocsView, ApiSchemaView
 from runs.api.events import run_events
+from runs.pages.chat import chat_example
 from runs.pages.views import run_live
 
 # Errors answer JSON under /api/ and plain pages elsewhere (deuz_project.views).
@@ -29,6 +30,7 @@ urlpatterns = [
     path("runs/<str:run_id>/live/", run_live, name="run-live"),
     path("runs/", include("runs.pages.urls")),
     path("chat/", include("runs.pages.chat_urls")),
+    path("examples/ai-sdk-chat/", chat_example, name="chat-example"),  # the AI SDK's Chat in a page (README)
     path("console/", include("approvals.console.urls")),
     path("api/webhooks/", include("notifications.api.urls")),
     path("api/", include("runs.api.urls")),

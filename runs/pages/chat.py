@@ -36,7 +36,7 @@ from runs.presenters.conversation import thread_chat_turns, thread_title, turn_a
 from runs.selectors import thread_get, thread_list
 from runs.services.threads import thread_message_add, thread_start
 
-__all__ = ["chat_decide", "chat_detail", "chat_list"]
+__all__ = ["chat_decide", "chat_detail", "chat_example", "chat_list"]
 
 THREADS_PER_PAGE = 30
 
@@ -79,6 +79,15 @@ def chat_list(request: HttpRequest) -> HttpResponse:
         rows.append({"thread": thread, "turns": len(turns), "latest": turns[-1] if turns else None,
                      "title": run_first_request(turns[0]) if turns else ""})
     return render(request, "runs/chat_list.html", {"form": form, "rows": rows, "page": page}, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "HEAD"])
+def chat_example(request: HttpRequest) -> HttpResponse:
+    """The AI SDK example (/examples/ai-sdk-chat/): a chat the `ai` package's own Chat and DefaultChatTransport drive in
+    the browser against /api/chat (runs/static/deuz/examples/ai-sdk-chat.js). Same origin, so the session cookie and
+    the CSRF token (a meta tag) authenticate it; any signed-in user may chat with the agents they may start."""
+    return render(request, "runs/chat_example.html", {"agents": ChatStartForm().agents})
 
 
 @login_required
