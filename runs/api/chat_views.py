@@ -278,8 +278,9 @@ class ChatMessageListApi(_ChatApi):
         operation_id="chat_messages",
         summary="The chat's messages, for useChat's initial messages",
         description="Every turn of the chat's thread, first first, as UIMessages: the user message it was sent (id "
-        "`<run id>:user`) and the assistant's answer so far (id the turn's run id), built by the same mapping as the "
-        "stream, so a reload shows what the stream showed.",
+        "`<run id>:user`) and the assistant's answer (id the turn's run id), built by the same mapping as the "
+        "stream, so a reload shows what the stream showed. An active turn (queued or running) has its user message "
+        "only: `useChat({resume: true})` rebuilds its answer from the stream endpoint's replay.",
         parameters=[_CHAT_ID_PATH, WWW_AUTHENTICATE],
         responses={200: OpenApiResponse({"type": "array", "items": _UI_MESSAGE}, description="The UIMessages."),
                    401: UNAUTHENTICATED, 404: _NOT_FOUND},

@@ -273,6 +273,14 @@ def test_the_messages_are_each_turns_user_message_and_answer(owner_client, suspe
     assert tools["tool-send_message"]["approval"] == {"id": suspended_chat.approval_id}
 
 
+def test_an_active_turns_answer_is_left_to_the_stream_its_user_message_is_listed(owner_client, suspended_chat):
+    run = suspended_chat.run
+    run.status = Run.Status.RUNNING  # as when a verdict has queued it again and a worker runs it
+    run.save(update_fields=["status"])
+    messages = owner_client.get("/api/chat/c1/messages/").json()
+    assert [(message["id"], message["role"]) for message in messages] == [(f"{run.run_id}:user", "user")]
+
+
 def test_an_idempotency_key_replays_the_turns_stream_and_starts_nothing(owner_client, drain_runs):
     first = send(owner_client, body(), **{"Idempotency-Key": "k1"})
     again = send(owner_client, body(), **{"Idempotency-Key": "k1"})

@@ -49,16 +49,6 @@ class PageChat extends AbstractChat {
   }
 }
 
-/** DefaultChatTransport, but a reload's partial answer gives way to the replay: /api/chat/ID/messages holds the
- * running turn's answer so far, and GET /api/chat/ID/stream replays that turn from its first chunk. */
-class ResumingTransport extends DefaultChatTransport {
-  async reconnectToStream(options) {
-    const stream = await super.reconnectToStream(options);
-    if (stream && this.chat?.lastMessage?.role === "assistant") this.chat.messages = this.chat.messages.slice(0, -1);
-    return stream;
-  }
-}
-
 function element(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
@@ -145,7 +135,7 @@ async function start() {
     document.getElementById("ai-chat-id").textContent = chatId;
   }
   let frame = null;
-  const transport = new ResumingTransport({
+  const transport = new DefaultChatTransport({
     api: "/api/chat",
     headers: { "X-CSRFToken": csrfToken },
     body: () => ({ agent: agentSelect.value }), // read by Deuz only when the chat id names no thread yet
@@ -161,7 +151,6 @@ async function start() {
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     onError: () => render(chat),
   });
-  transport.chat = chat;
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = input.value.trim();
