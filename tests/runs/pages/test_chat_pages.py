@@ -192,6 +192,22 @@ def test_a_second_turn_is_added_and_answered_from_the_first(browser_for, chat, d
     assert "Ada Lovelace&#x27;s address is ada@example.test, as I looked it up earlier" in html
 
 
+def test_a_sub_agents_calls_and_approval_are_shown_as_the_live_transcript_shows_them(browser_for, chat, drain_runs):
+    run = chat(agent="coder", text="Make the math tests pass", thread_id="c3")
+    reviewer = browser_for("reviewer")
+    html = reviewer.get("/chat/c3/").content.decode()
+    assert "Sub-agent coder</span>" in html  # its text, labelled as chat.js labels it
+    assert "Tool call: run_shell (coder)</span>" in html
+    assert "Approval requested: run_shell (coder)</span>" in html
+    reviewer.post(decide_path(run, pending(run)), {"verdict": "approve"})
+    drain_runs()
+    html = reviewer.get("/chat/c3/").content.decode()
+    labels = re.findall(r'<span class="entry-label">([^<]*)</span>', html)
+    assert labels == ["olga", "coder", "Tool call: coder", "Sub-agent coder", "Tool call: run_shell (coder)",
+                      "Approval requested: run_shell (coder)", "Verdict on run_shell", "Tool result: run_shell (coder)",
+                      "Sub-agent coder", "Tool result: coder", "coder"]
+
+
 def test_the_nav_links_to_the_chat_for_signed_in_users(browser_for, client):
     assert 'href="/chat/">Chat</a>' in browser_for("plain").get("/runs/").content.decode()
     assert 'href="/chat/">Chat</a>' not in client.get("/accounts/login/").content.decode()
