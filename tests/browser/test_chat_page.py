@@ -209,6 +209,7 @@ def test_a_reviewers_agent_waits_for_a_reviewer_and_goes_on_when_one_approves(pe
     assert "Approved by rita" in text_of(browser, "#transcript .entry.verdict")
     assert "transaction tx-" in texts_of(browser, "#transcript p.assistant-text")[-1]
     assert not is_disabled(browser)
+    assert text_of(browser, "#latest-turn .turn-status") == "completed"  # its heading too, not what it said on load
 
 
 @pytest.mark.browser
