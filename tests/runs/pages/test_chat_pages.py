@@ -106,6 +106,14 @@ def test_the_message_box_is_disabled_while_the_turn_waits_and_open_once_it_ends(
     assert "Sent to Ada Lovelace" in html
 
 
+def test_the_disabled_message_box_says_whose_answer_the_turn_waits_for(browser_for, chat):
+    chat()
+    chat(agent="reimbursement", text="Reimburse exp-1042", thread_id="c2")
+    owner = browser_for("owner")
+    assert "Approve or deny the request above first" in owner.get("/chat/c1/").content.decode()
+    assert "A reviewer decides the request above first" in owner.get("/chat/c2/").content.decode()
+
+
 def test_the_creator_approves_from_the_chat_and_the_turn_goes_on(browser_for, chat, users, drain_runs):
     run = chat()
     request = pending(run)
