@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied
 
 from approvals.errors import ApprovalNotDecidable, ApprovalNotFound
 from approvals.models import ApprovalRequest
-from approvals.roles import NOT_DECIDABLE, approval_is_decidable_by
+from approvals.roles import approval_refusal
 from approvals.services import approval_decide
 from runs.models import Run, Thread
 from runs.selectors import thread_latest_turn
@@ -46,8 +46,9 @@ def chat_verdicts_decide(*, thread: Thread, verdicts: list[ChatVerdict], user: A
     for verdict in verdicts:
         if verdict.approval_id not in requests:
             raise ApprovalNotFound(run.run_id, verdict.approval_id)
-    if not approval_is_decidable_by(user=user, run=run):
-        raise PermissionDenied(NOT_DECIDABLE)
+    refusal = approval_refusal(user=user, run=run)  # why not, four eyes included
+    if refusal is not None:
+        raise PermissionDenied(refusal)
     pending = [verdict for verdict in verdicts if requests[verdict.approval_id].status == ApprovalRequest.Status.PENDING]
     if not pending:
         request = requests[verdicts[0].approval_id]

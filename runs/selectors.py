@@ -10,7 +10,7 @@ from typing import Any
 from django.db.models import Max, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 
-from runs.errors import CheckpointNotFound, RunNotFound, ThreadNotFound
+from runs.errors import CheckpointNotFound, RunNotFound, SealedDataError, ThreadNotFound
 from runs.models import Checkpoint, Effect, EffectStopSwitch, EffectTransition, JournalEntry, Leg, Run, Thread
 from runs.runtime.codec import decode_value
 from runs.runtime.types import AgentCheckpoint, Message
@@ -36,6 +36,7 @@ __all__ = [
     "run_leg_list",
     "run_leg_signs_of_life",
     "run_list",
+    "run_sub_agent_messages",
     "thread_get",
     "thread_history",
     "thread_latest_turn",
@@ -116,6 +117,21 @@ def run_latest_messages(*, run: Run) -> list[dict[str, Any]]:
     """The run's latest full history, or the messages it started from before any checkpoint."""
     checkpoint = run_latest_checkpoint(run=run)
     return checkpoint["messages"] if checkpoint is not None else run_input_messages(run)
+
+
+def run_sub_agent_messages(*, run: Run) -> dict[str, list[dict[str, Any]]]:
+    """The latest history of each of the run's sub-agent calls, by session key (runs.runtime.subagents.child_run_id);
+    a call whose checkpoint is sealed with a key this process lacks is left out."""
+    newest: dict[str, Checkpoint] = {}
+    for row in Checkpoint.objects.filter(run=run, session_key__startswith=f"{run.run_id}::").order_by("id"):
+        newest[row.session_key] = row
+    found: dict[str, list[dict[str, Any]]] = {}
+    for key, row in newest.items():
+        try:
+            found[key] = checkpoint_from_row(row)["messages"]
+        except SealedDataError:
+            continue
+    return found
 
 
 def run_leg_list(*, run: Run) -> QuerySet[Leg]:

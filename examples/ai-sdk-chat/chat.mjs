@@ -8,7 +8,13 @@ import { createInterface } from "node:readline";
 import { DefaultChatTransport, readUIMessageStream } from "ai";
 
 const base = (process.env.DEUZ_URL ?? "http://127.0.0.1:8000/").replace(/\/?$/, "/");
-const headers = { Authorization: `Token ${process.env.DEUZ_TOKEN ?? ""}` };
+/** Stop with a sentence on standard error (not a stack trace). */
+function stop(sentence) {
+  console.error(sentence);
+  process.exit(1);
+}
+if (!process.env.DEUZ_TOKEN) stop(`Set DEUZ_TOKEN to an API token: make one at ${base}account/tokens/ signed in.`);
+const headers = { Authorization: `Token ${process.env.DEUZ_TOKEN}` };
 const [agent = "assistant", chatId = `chat-${Date.now()}`] = process.argv.slice(2);
 const transport = new DefaultChatTransport({
   api: `${base}api/chat`,
@@ -47,6 +53,12 @@ async function show(stream, message) {
 /** The approvals the answer waits for, answered here; then the turn goes on. */
 async function answerApprovals(messages, assistant) {
   while (assistant.parts.some((part) => part.state === "approval-requested")) {
+    const deciders = assistant.parts.filter((part) => part.type === "data-deuz-approval");
+    if (deciders.some((part) => part.data.approvals_decided_by === "reviewers")) { // not yours to answer
+      console.log(`A reviewer decides this in the console (${base}console/); run this again with the chat id ` +
+        `${chatId} once they have.`);
+      process.exit(0);
+    }
     const parts = [];
     for (const part of assistant.parts) {
       if (part.state !== "approval-requested") { parts.push(part); continue; }
@@ -61,15 +73,21 @@ async function answerApprovals(messages, assistant) {
   return assistant;
 }
 
-const earlier = await fetch(`${base}api/chat/${chatId}/messages`, { headers });
+const earlier = await fetch(`${base}api/chat/${chatId}/messages`, { headers })
+  .catch((error) => stop(`Deuz is not answering at ${base} (${error.cause?.code ?? error.message}); set DEUZ_URL.`));
+if (!earlier.ok && earlier.status !== 404) stop(`${base}api/chat/${chatId}/messages answered ${earlier.status}: ${await earlier.text()}`);
 const messages = earlier.ok ? await earlier.json() : [];
 console.log(`Chat ${chatId} with ${agent} at ${base} (${messages.length} earlier messages). An empty line ends it.`);
 // A chat id that names no thread yet is a 404 here, as one you may not read: rejoin only a chat that exists.
 const running = earlier.ok ? await transport.reconnectToStream({ chatId }) : null;
 if (running) messages.push(await show(running));
-for (let text = await ask("you> "); text; text = await ask("you> ")) {
-  messages.push({ id: `user-${Date.now()}`, role: "user", parts: [{ type: "text", text }] });
-  const stream = await transport.sendMessages({ chatId, messages, trigger: "submit-message", messageId: undefined });
-  messages.push(await answerApprovals(messages, await show(stream)));
+try {
+  for (let text = await ask("you> "); text; text = await ask("you> ")) {
+    messages.push({ id: `user-${Date.now()}`, role: "user", parts: [{ type: "text", text }] });
+    const stream = await transport.sendMessages({ chatId, messages, trigger: "submit-message", messageId: undefined });
+    messages.push(await answerApprovals(messages, await show(stream)));
+  }
+} catch (error) { // a refusal (a turn still waiting on an approval is a 409, say): its JSON, said once
+  stop(`\nDeuz refused: ${error.message}`);
 }
 process.exit(0);

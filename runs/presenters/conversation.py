@@ -18,11 +18,17 @@ from runs.errors import SealedDataError
 from runs.models import Run, Thread
 from runs.presenters.outcome import run_first_request
 from runs.presenters.timeline import run_verdict_list, verdict_label
+from runs.runtime.subagents import child_run_id
 from runs.runtime.types import Message
-from runs.selectors import run_input_messages, run_latest_messages, thread_turn_list
+from runs.selectors import (
+    run_input_messages,
+    run_latest_messages,
+    run_sub_agent_messages,
+    thread_turn_list,
+)
 from runs.services.threads import ACTIVE_TURN_STATUSES
 
-__all__ = ["ChatApproval", "ChatTurn", "thread_chat_turns", "turn_approvals", "turn_entries", "thread_title", "turn_verdicts"]
+__all__ = ["ChatApproval", "ChatTurn", "thread_chat_turns", "thread_title", "turn_approvals", "turn_entries", "turn_verdicts"]
 
 @dataclass(frozen=True)
 class ChatTurn:
@@ -64,35 +70,46 @@ def _text(content: Any) -> str:
     return " ".join(part.get("text", "") for part in content or [] if isinstance(part, dict)).strip()
 
 
-def turn_entries(messages: list[Message], *, requests: list[ApprovalRequest] = ()) -> list[dict[str, Any]]:
+def turn_entries(messages: list[Message], *, requests: list[ApprovalRequest] = (), session_key: str = "",
+                 sub_agents: dict[str, list[Message]] | None = None,
+                 agent_path: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Entries ``{"kind": "user" | "text" | "tool-call" | "approval" | "verdict" | "tool-result", ...}`` of a turn's
-    own messages; a call that asked for approval is followed by its request and, once closed, its verdict (the
-    order the live transcript shows them in)."""
+    own messages; a call that asked for approval is followed by its request and, once closed, its verdict, and a
+    sub-agent call (one of ``sub_agents``, the histories by session key under ``session_key``) by the sub-agent's
+    own entries, each with its ``agent_path`` (the order the live transcript shows them in)."""
     asked = {request.tool_call_id: request for request in requests}  # the latest request per call
+    sub_agents = sub_agents or {}
     entries: list[dict[str, Any]] = []
+    by = {"agent_path": list(agent_path)} if agent_path else {}
     for message in messages:
         content = message["content"]
         if message["role"] == "user":
-            entries.append({"kind": "user", "text": _text(content)})
+            if not agent_path:  # a sub-agent's first message is its parent's call, shown already
+                entries.append({"kind": "user", "text": _text(content)})
         elif message["role"] == "assistant":
             for part in [{"type": "text", "text": content}] if isinstance(content, str) else content:
                 if part.get("type") == "text" and part.get("text"):
-                    entries.append({"kind": "text", "text": part["text"]})
+                    entries.append({"kind": "text", "text": part["text"], **by})
                 elif part.get("type") == "tool_call":
-                    entries.append({"kind": "tool-call", "tool_name": part["tool_name"], "input": part.get("input")})
-                    entries.extend(_approval_entries(asked.get(part.get("tool_call_id"))))
+                    entries.append({"kind": "tool-call", "tool_name": part["tool_name"], "input": part.get("input"),
+                                    **by})
+                    entries.extend(_approval_entries(asked.get(part.get("tool_call_id")), by))
+                    child = child_run_id(session_key, part["tool_name"], part.get("tool_call_id", ""))
+                    if child in sub_agents and len(agent_path) < 8:
+                        entries.extend(turn_entries(sub_agents[child], requests=requests, session_key=child,
+                                                    sub_agents=sub_agents, agent_path=(*agent_path, part["tool_name"])))
         elif message["role"] == "tool" and isinstance(content, list):
             for part in content:
                 if part.get("type") == "tool_result":
                     entries.append({"kind": "tool-result", "tool_name": part["tool_name"],
-                                    "output": part.get("output"), "is_error": bool(part.get("is_error"))})
+                                    "output": part.get("output"), "is_error": bool(part.get("is_error")), **by})
     return entries
 
 
-def _approval_entries(request: ApprovalRequest | None) -> list[dict[str, Any]]:
+def _approval_entries(request: ApprovalRequest | None, by: dict[str, Any]) -> list[dict[str, Any]]:
     if request is None:
         return []
-    entries = [{"kind": "approval", "tool_name": request.tool_name, "input": _input_or_none(request)}]
+    entries = [{"kind": "approval", "tool_name": request.tool_name, "input": _input_or_none(request), **by}]
     if request.status != ApprovalRequest.Status.PENDING:
         entries.append({"kind": "verdict", "tool_name": request.tool_name, "status": request.status,
                         "label": verdict_label(request), "reason": request.reason})
@@ -114,7 +131,8 @@ def _own_messages(run: Run) -> list[Message]:
 
 def thread_chat_turns(*, thread: Thread) -> list[ChatTurn]:
     """Every turn of the thread, first first, each with its entries."""
-    return [ChatTurn(run=run, entries=turn_entries(_own_messages(run), requests=approval_run_list(run=run)))
+    return [ChatTurn(run=run, entries=turn_entries(_own_messages(run), requests=approval_run_list(run=run),
+                                                   session_key=run.run_id, sub_agents=run_sub_agent_messages(run=run)))
             for run in thread_turn_list(thread=thread)]
 
 

@@ -209,6 +209,7 @@ def test_a_reviewers_agent_waits_for_a_reviewer_and_goes_on_when_one_approves(pe
     assert "Approved by rita" in text_of(browser, "#transcript .entry.verdict")
     assert "transaction tx-" in texts_of(browser, "#transcript p.assistant-text")[-1]
     assert not is_disabled(browser)
+    assert text_of(browser, "#latest-turn .turn-status") == "completed"  # its heading too, not what it said on load
 
 
 @pytest.mark.browser
@@ -227,3 +228,18 @@ def test_the_chat_pages_have_no_serious_accessibility_violation(people, server, 
     serious = {name: [v for v in violations if v["impact"] in {"serious", "critical"}]
                for name, violations in found.items()}
     assert {name: violations for name, violations in serious.items() if violations} == {}
+
+
+# How far the page is wider than its window (0: nothing scrolls sideways).
+OVERFLOW = "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+@pytest.mark.browser
+def test_a_long_unbroken_message_wraps_instead_of_widening_the_page(people, server, browser):
+    sign_in(browser, server, "olga", "/chat/")
+    start_chat(browser, "assistant", "Tell Ada: " + "x" * 300 + " https://example.test/" + "a/b" * 80)
+    wait(browser, lambda driver: status(driver) == "Waiting for your answer.")
+    assert browser.execute_script(OVERFLOW) == 0  # the streamed transcript
+    browser.refresh()
+    wait(browser, lambda driver: status(driver) == "Waiting for your answer.")
+    assert browser.execute_script(OVERFLOW) == 0  # the server's rendering of it

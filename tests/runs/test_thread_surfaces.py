@@ -36,6 +36,12 @@ def test_the_timeline_links_the_other_turns_of_its_thread(two_turns, browser_for
     assert '<span aria-current="page">turn 2 (this run)</span>' in page
 
 
+def test_the_timeline_links_its_thread_to_the_chat_page_for_those_who_read_it(two_turns, browser_for):
+    page = browser_for("support").get("/runs/turn-b/").content.decode()
+    assert '<a href="/chat/t1/" class="thread-link"><code>t1</code></a>' in page  # the whole conversation
+    assert browser_for("support").get("/chat/t1/").status_code == 200
+
+
 def test_support_reads_threads_in_the_admin_and_changes_none(two_turns, browser_for):
     support = browser_for("support")
     assert "t1" in support.get("/admin/runs/thread/").content.decode()

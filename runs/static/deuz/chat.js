@@ -184,6 +184,9 @@ function onRefreshed() {
   }
   if (shown && shown.runId === turn?.dataset.runId && shown.transcript) render(shown.transcript); // verdicts moved in
   const status = approvals()?.dataset.runStatus ?? "";
+  const label = approvals()?.dataset.runStatusLabel;
+  const shownStatus = turn?.querySelector(".turn-status"); // the turns region is swapped only for a new turn
+  if (label && shownStatus && shownStatus.textContent !== label) shownStatus.textContent = label;
   if (!following && turn && STREAMING.has(status)) follow();
   showStatus();
 }

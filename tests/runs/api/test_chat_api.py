@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 
 from approvals.models import ApprovalRequest
-from approvals.roles import SUPPORT_GROUP
+from approvals.roles import FOUR_EYES, SUPPORT_GROUP
 from runs.models import Run, Thread
 from tests.factories import make_user
 
@@ -207,6 +207,16 @@ def test_the_creator_of_a_chat_whose_agent_reviewers_decide_gets_403(owner_clien
     approval = ApprovalRequest.objects.get(run__thread__thread_id="c1")
     response = send(owner_client, answer(approval))
     assert response.status_code == 403
+    assert ApprovalRequest.objects.get(pk=approval.pk).status == ApprovalRequest.Status.PENDING
+
+
+def test_a_reviewer_answering_their_own_reviewers_chat_is_told_why_four_eyes(reviewer_client, drain_runs):
+    send(reviewer_client, body("Reimburse exp-1042", agent="reimbursement"))
+    drain_runs()
+    approval = ApprovalRequest.objects.get(run__thread__thread_id="c1")
+    response = send(reviewer_client, answer(approval))
+    assert response.status_code == 403
+    assert response.json()["detail"] == FOUR_EYES  # not that they lack the reviewer permission, which they have
     assert ApprovalRequest.objects.get(pk=approval.pk).status == ApprovalRequest.Status.PENDING
 
 

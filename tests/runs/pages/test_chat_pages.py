@@ -106,6 +106,14 @@ def test_the_message_box_is_disabled_while_the_turn_waits_and_open_once_it_ends(
     assert "Sent to Ada Lovelace" in html
 
 
+def test_the_disabled_message_box_says_whose_answer_the_turn_waits_for(browser_for, chat):
+    chat()
+    chat(agent="reimbursement", text="Reimburse exp-1042", thread_id="c2")
+    owner = browser_for("owner")
+    assert "Approve or deny the request above first" in owner.get("/chat/c1/").content.decode()
+    assert "A reviewer decides the request above first" in owner.get("/chat/c2/").content.decode()
+
+
 def test_the_creator_approves_from_the_chat_and_the_turn_goes_on(browser_for, chat, users, drain_runs):
     run = chat()
     request = pending(run)
@@ -190,6 +198,22 @@ def test_a_second_turn_is_added_and_answered_from_the_first(browser_for, chat, d
     html = owner.get("/chat/c1/").content.decode()
     assert html.count('class="turn"') == 2
     assert "Ada Lovelace&#x27;s address is ada@example.test, as I looked it up earlier" in html
+
+
+def test_a_sub_agents_calls_and_approval_are_shown_as_the_live_transcript_shows_them(browser_for, chat, drain_runs):
+    run = chat(agent="coder", text="Make the math tests pass", thread_id="c3")
+    reviewer = browser_for("reviewer")
+    html = reviewer.get("/chat/c3/").content.decode()
+    assert "Sub-agent coder</span>" in html  # its text, labelled as chat.js labels it
+    assert "Tool call: run_shell (coder)</span>" in html
+    assert "Approval requested: run_shell (coder)</span>" in html
+    reviewer.post(decide_path(run, pending(run)), {"verdict": "approve"})
+    drain_runs()
+    html = reviewer.get("/chat/c3/").content.decode()
+    labels = re.findall(r'<span class="entry-label">([^<]*)</span>', html)
+    assert labels == ["olga", "coder", "Tool call: coder", "Sub-agent coder", "Tool call: run_shell (coder)",
+                      "Approval requested: run_shell (coder)", "Verdict on run_shell", "Tool result: run_shell (coder)",
+                      "Sub-agent coder", "Tool result: coder", "coder"]
 
 
 def test_the_nav_links_to_the_chat_for_signed_in_users(browser_for, client):

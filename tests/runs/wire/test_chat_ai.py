@@ -138,3 +138,26 @@ def test_the_example_terminal_chat_talks_to_the_assistant_and_answers_its_approv
     assert "Sent to Ada Lovelace" in completed.stdout
     # The second turn answers from the first's tool result, which the thread kept.
     assert 'In this conversation I sent 1 message(s): to ada@example.test: "The build is green"' in completed.stdout
+
+
+@pytest.mark.parametrize(("token", "says"), [("", "Set DEUZ_TOKEN"), ("deuz_not-a-key", "answered 401")])
+def test_the_example_without_a_valid_token_says_so_instead_of_starting_a_chat(server, token, says):
+    completed = subprocess.run(
+        [shutil.which("node") or "node", "examples/ai-sdk-chat/chat.mjs", "assistant", "example-chat"],
+        input="Tell Ada the build is green\n\n", cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DEUZ_URL": server.url, "DEUZ_TOKEN": token})
+    assert completed.returncode != 0
+    assert says in completed.stderr
+    assert "\n    at " not in completed.stderr  # a sentence, not a stack trace
+    assert "earlier messages" not in completed.stdout  # an unreadable chat is not taken for a new one
+
+
+def test_the_example_leaves_a_reviewers_approval_to_a_reviewer(server):
+    completed = subprocess.run(
+        [shutil.which("node") or "node", "examples/ai-sdk-chat/chat.mjs", "reimbursement", "example-chat"],
+        input="Reimburse exp-1042\ny\n\n", cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DEUZ_URL": server.url, "DEUZ_TOKEN": token_of(make_user("olga"))})
+    assert completed.returncode == 0, completed.stderr
+    assert "A reviewer decides this in the console" in completed.stdout
+    assert "Approve pay_expense" not in completed.stdout  # not asked what it may not answer (a 403)
+    assert ApprovalRequest.objects.get(run__thread__thread_id="example-chat").status == "pending"
