@@ -117,6 +117,7 @@ class UIStreamState:
     text_id: str | None = None
     agent_text: dict[str, Any] | None = None  # {"agent_path", "text"} of a sub-agent's open text
     denied_calls: set[str] = field(default_factory=set)
+    asked_calls: list[str] = field(default_factory=list)  # calls whose approval request has no answer yet
     pending_error: StreamPart | None = None
     has_failed: bool = False  # an error chunk was sent and no finish after it
 
@@ -162,11 +163,17 @@ def ui_chunks(part: StreamPart, *, seq: int | None, state: UIStreamState) -> lis
     if kind == "tool-approval-request":
         return chunks + _approval_request(part.get("approval") or {}, state)
     if kind == "tool-approval-verdict":
+        _answered(state, part.get("tool_call_id"))
         if not part.get("approved"):
             state.denied_calls.add(part.get("tool_call_id"))
         return chunks + [_data(kind, part)]
     if kind == "tool-result":
+        _answered(state, part.get("tool_call_id"))
         return chunks + [_tool_result(part, state, agent_path)]
+    if kind == "cancelled":  # the cancel withdrew every request still open: none is left to answer
+        withdrawn, state.asked_calls = state.asked_calls, []
+        return chunks + [_data(kind, part)] + [{"type": "tool-output-denied", "toolCallId": call_id}
+                                               for call_id in withdrawn]
     if agent_path:  # a sub-agent's step, finish, error...: never the message's own
         return chunks + [_data(kind, part, transient=kind in _TRANSIENT)]
     if kind == "start":
@@ -239,10 +246,16 @@ def _tool_call(part: StreamPart, agent_path: Any) -> list[UIChunk]:
 def _approval_request(approval: dict[str, Any], state: UIStreamState) -> list[UIChunk]:
     # No token: a verdict from the chat is decided as the signed-in user (SERVICE.md), never by bearer token.
     about = {key: approval[key] for key in ("approval_id", "tool_call_id", "tool_name", "agent_path") if key in approval}
+    state.asked_calls.append(approval["tool_call_id"])
     return [
         {"type": "tool-approval-request", "approvalId": approval["approval_id"], "toolCallId": approval["tool_call_id"]},
         _data("approval", {**about, "approvals_decided_by": state.approvals_decided_by}),
     ]
+
+
+def _answered(state: UIStreamState, call_id: Any) -> None:
+    if call_id in state.asked_calls:
+        state.asked_calls.remove(call_id)
 
 
 def _tool_result(part: StreamPart, state: UIStreamState, agent_path: Any) -> UIChunk:

@@ -231,6 +231,14 @@ def test_a_recovery_is_a_deuz_data_chunk_after_the_end_of_the_cut_text():
                          {"type": "data-deuz-recovery", "data": {"restarted_step_index": 1, "message": "Restarted."}}]
 
 
+def test_a_cancel_denies_the_requests_it_withdrew_and_no_answered_one():
+    found = chunks(call(), request(), call("c2"), request(approval_id="a2", tool_call_id="c2"),
+                   verdict_part(approved=True), result(), finish("suspended"),
+                   {"type": "cancelled", "by": "olga", "reason": "Wrong."})
+    assert found[-2:] == [{"type": "data-deuz-cancelled", "data": {"by": "olga", "reason": "Wrong."}},
+                          {"type": "tool-output-denied", "toolCallId": "c2"}]
+
+
 def test_a_cancel_is_a_deuz_data_chunk():
     assert chunks({"type": "cancelled", "by": "olga", "reason": "Wrong."}) == [
         {"type": "data-deuz-cancelled", "data": {"by": "olga", "reason": "Wrong."}}]

@@ -129,7 +129,9 @@ def test_a_cancelled_runs_message_ends_after_the_cancel(drain_runs, owner, token
     make_suspended_run(drain_runs, "ui-stop", user=owner)
     token_client(owner).post("/api/runs/ui-stop/cancel/", {"reason": "Wrong."}, format="json")
     read = read_one(ui_stream(owner, "ui-stop")[1])
-    assert chunk_types(read)[-3:] == ["data-deuz-cancelled", "data-deuz-finish", "finish"]
+    assert chunk_types(read)[-4:] == ["data-deuz-cancelled", "tool-output-denied", "data-deuz-finish", "finish"]
+    assert [part["state"] for part in read["message"]["parts"] if part["type"] == "tool-pay_expense"] == [
+        "output-denied"]  # the withdrawn request asks nobody any more
     assert read["chunks"][-1]["chunk"]["finishReason"] == "other"
     assert parts_of(read, "data-deuz-cancelled")[0]["data"] == {"by": "olga", "reason": "Wrong."}
 
