@@ -7,6 +7,7 @@ that was not cancelled is open for a verdict.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -182,6 +183,8 @@ def approval_edit_problem(request: ApprovalRequest, edited_input: Any) -> str | 
     object valid against the tool's input_schema (jsonschema), for a tool of the run's agent itself."""
     if not isinstance(edited_input, dict):
         return "The edited input must be a JSON object."
+    if (problem := _edit_shape_problem(edited_input, request.tool_input)) is not None:
+        return problem
     if request.agent_path:
         return "A sub-agent's call cannot be edited here; approve or deny it as asked."
     try:
@@ -191,6 +194,39 @@ def approval_edit_problem(request: ApprovalRequest, edited_input: Any) -> str | 
     if not isinstance(tool, Tool):
         return f"The input schema of {request.tool_name} is not known here, so its input cannot be edited."
     return tool.input_problem(edited_input)
+
+
+#: How deep an edited input may nest (as the API's bodies: runs.api.parsers.MAX_JSON_DEPTH).
+MAX_EDIT_DEPTH = 32
+#: How big an edited input may be as compact JSON (UTF-8), or twice the agent's own input when that is bigger:
+#: a person's correction of a call, signed into a token and stored with the request and the ledger's entry.
+MAX_EDIT_BYTES = 64 * 1024
+
+
+def _edit_shape_problem(edited_input: dict[str, Any], original: Any) -> str | None:
+    """Why ``edited_input`` cannot be stored and signed whatever the tool's schema says (too deep, too big, a NUL
+    character or a lone surrogate, NaN or Infinity), or None. Walked without recursion: its depth is not known."""
+    pending: list[tuple[Any, int]] = [(edited_input, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_EDIT_DEPTH:
+                return f"The edited input is nested deeper than {MAX_EDIT_DEPTH} levels."
+            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            pending.extend((item, depth + 1) for item in items)
+        elif isinstance(value, str) and "\x00" in value:
+            return "The edited input holds a NUL character (\\u0000), which cannot be stored."
+    try:
+        size = len(json.dumps(edited_input, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode())
+    except (ValueError, UnicodeEncodeError):  # NaN or Infinity; a lone surrogate
+        return "The edited input holds NaN, Infinity or a lone surrogate escape, which JSON cannot carry."
+    try:
+        limit = max(MAX_EDIT_BYTES, 2 * len(json.dumps(original, separators=(",", ":")).encode()))
+    except (TypeError, ValueError):
+        limit = MAX_EDIT_BYTES
+    if size > limit:
+        return f"The edited input is {size} bytes as compact JSON; it may be at most {limit}."
+    return None
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,10 @@ def run_sub_agent_messages(*, run: Run) -> dict[str, list[dict[str, Any]]]:
 
 
 def run_leg_list(*, run: Run) -> QuerySet[Leg]:
-    return run.legs.order_by("number")
+    """The run's legs as of ``run``: a leg a worker claimed after ``run`` was read (its owner epoch is newer) is
+    left out, so a run read as queued is never told with a leg that seems to have died (the answer of a start or a
+    fork that a worker claimed at once)."""
+    return run.legs.filter(owner_epoch__lte=run.owner_epoch).order_by("number")
 
 
 def run_effect_rows(*, run: Run) -> QuerySet[Effect]:

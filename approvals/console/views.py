@@ -211,12 +211,19 @@ class _Posted:
     done: bool = False
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _edited_input(text: str, row: ApprovalRequest) -> tuple[dict[str, Any] | None, str]:
     """The "Edit and approve" box read as JSON and checked against the tool's schema: (input, "") or (None, why)."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         return None, f"The edited input is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+    except (ValueError, RecursionError):  # NaN or Infinity, a number of over 4300 digits, nesting past the stack
+        return None, ("The edited input is not JSON this server accepts: no NaN or Infinity, numbers of at most "
+                      "4300 digits, at most 32 levels of nesting.")
     problem = approval_edit_problem(row, value)
     return (None, problem) if problem is not None else (value, "")
 

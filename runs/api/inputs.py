@@ -235,7 +235,9 @@ def _reason_field(help_text: str) -> StrictCharField:
     )
 
 
-class ApprovalDecideInputSerializer(serializers.Serializer):
+class ApprovalDecideInputSerializer(ClosedSerializer):
+    """A verdict; an unknown key is refused, so a misspelt ``edited_input`` never approves the model's own input."""
+
     approved = StrictBooleanField(help_text="true to approve the call, false to deny it.")
     token = StrictCharField(
         max_length=MAX_TOKEN_CHARS, trim_whitespace=False, help_text="The token of the pending approval request."

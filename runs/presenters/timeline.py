@@ -222,6 +222,7 @@ class StoryStep:
     calls: tuple[StoryCall, ...]
     records: tuple[Checkpoint, ...] = ()
     at: datetime | None = None
+    from_history: bool = False  # a step of the history the run started with (a fork's origin, a thread's turns)
 
 
 @dataclass
@@ -256,7 +257,9 @@ def _content_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _steps_of(session_key: str, agent_path: tuple[str, ...], messages: list[dict[str, Any]], histories: _Histories,
               requests: dict[str, list[ApprovalRequest]], effects: dict[str, list[Effect]],
-              depth: int = 0) -> list[StoryStep]:
+              depth: int = 0, history_steps: int = 0) -> list[StoryStep]:
+    """The model steps of ``messages``; the first ``history_steps`` came with the run's input (numbered as in that
+    history, without records), the rest are the session's own steps 0, 1... as its checkpoints number them."""
     results: dict[str, dict[str, Any]] = {}
     for message in messages:
         if message.get("role") == "tool":
@@ -270,7 +273,8 @@ def _steps_of(session_key: str, agent_path: tuple[str, ...], messages: list[dict
     for message in messages:
         if message.get("role") != "assistant":
             continue
-        number = len(steps)
+        from_history = len(steps) < history_steps
+        number = len(steps) if from_history else len(steps) - history_steps
         parts = _content_parts(message)
         text = "".join(part.get("text", "") for part in parts if part.get("type") == "text").strip()
         calls = []
@@ -298,9 +302,9 @@ def _steps_of(session_key: str, agent_path: tuple[str, ...], messages: list[dict
                 sub_agent=name if child is not None or child_key in histories.rows else "",
                 sub_steps=tuple(sub_steps),
             ))
-        records = tuple(records_by_step.get(number, ()))
+        records = () if from_history else tuple(records_by_step.get(number, ()))
         steps.append(StoryStep(number=number, agent_path=agent_path, text=text, calls=tuple(calls), records=records,
-                               at=records[0].recorded_at if records else None))
+                               at=records[0].recorded_at if records else None, from_history=from_history))
     return steps
 
 
@@ -323,7 +327,9 @@ def _story(run: Run, histories: _Histories, requests: list[ApprovalRequest], eff
     by_call_effects: dict[str, list[Effect]] = defaultdict(list)
     for effect in effects:
         by_call_effects[effect.tool_call_id].append(effect)
-    return _steps_of(run.run_id, (), messages, histories, by_call_requests, by_call_effects)
+    history_steps = sum(1 for message in run_input_messages(run) if message.get("role") == "assistant")
+    return _steps_of(run.run_id, (), messages, histories, by_call_requests, by_call_effects,
+                     history_steps=history_steps)
 
 
 # ------------------------------------------------------------------------------------------- the evidence

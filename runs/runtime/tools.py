@@ -67,7 +67,8 @@ class Tool:
         problems = []
         for error in sorted(validator.iter_errors(tool_input), key=lambda error: list(map(str, error.path))):
             where = ".".join(str(step) for step in error.absolute_path)
-            problems.append(f"{where}: {error.message}" if where else error.message)
+            message = _shortened(error.message)
+            problems.append(f"{where}: {message}" if where else message)
         if not problems:
             return None
         return f"The input does not match the tool's input schema: {'; '.join(problems[:10])}."
@@ -111,6 +112,18 @@ class Tool:
     def spec(self) -> dict[str, Any]:
         """What the model is told about this tool."""
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+#: How much of one schema error a message keeps: jsonschema quotes the offending value, which may be huge.
+_MAX_PROBLEM_CHARS = 200
+
+
+def _shortened(message: str) -> str:
+    """A schema error within _MAX_PROBLEM_CHARS: its start (where the value is quoted) and its end (what was
+    expected), cut in the middle."""
+    if len(message) <= _MAX_PROBLEM_CHARS:
+        return message
+    return f"{message[:80]} … {message[-100:]}"
 
 
 def tool(

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.test import Client
 
 from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
 from runs.models import Effect, Run
 from runs.presenters.receipt import run_receipt
 from tests.factories import make_suspended_run, make_user
@@ -128,4 +130,45 @@ def test_the_console_answers_a_bad_edit_with_a_form_error_and_decides_nothing(wa
     response = console_post(client, waiting, verdict="edit", edited_input=text, confirm="yes")
     page = response.content.decode()
     assert response.status_code == 400 and 'id="edit-error"' in page and says in page
+    assert ApprovalRequest.objects.get(pk=waiting.pk).status == Status.PENDING
+
+
+def test_the_consoles_confirmation_of_an_edit_says_approve_not_deny(waiting, reviewer):
+    client = Client()
+    client.force_login(reviewer)
+    page = console_post(client, waiting, verdict="edit", edited_input=json.dumps(EDITED)).content.decode()
+    heading = page.split('id="confirm-heading">', 1)[1].split("</h2>", 1)[0]
+    assert "Confirm: approve with your edit" in heading and "deny" not in heading
+
+
+@pytest.mark.parametrize("text", [
+    '{"amount": 1' + "0" * 5000 + "}",  # past Python's 4300 digits of an int
+    "[" * 100_000 + "]" * 100_000,  # past the stack
+    json.dumps({**EDITED, "rate": 1.0}).replace("1.0", "NaN"),  # the schema allows more keys; JSON has no NaN
+], ids=["long-number", "deep", "nan"])
+def test_the_console_answers_json_it_cannot_take_with_a_form_error_not_a_500(waiting, reviewer, text):
+    client = Client(raise_request_exception=False)
+    client.force_login(reviewer)
+    response = console_post(client, waiting, verdict="edit", edited_input=text, confirm="yes")
+    assert response.status_code == 400 and 'id="edit-error"' in response.content.decode()
+    assert ApprovalRequest.objects.get(pk=waiting.pk).status == Status.PENDING
+
+
+@pytest.mark.parametrize("edit, says", [
+    ({**ASKED, "amount": "9" * 100_000}, "bytes as compact JSON"),
+    ({**ASKED, "amount": "80.00\x00"}, "NUL"),
+    ({**ASKED, "note": json.loads("[" * 40 + "]" * 40)}, "nested deeper"),
+], ids=["huge", "nul", "deep"])
+def test_an_edit_that_cannot_be_stored_and_signed_is_400_and_nothing_is_decided(waiting, reviewer, edit, says):
+    with pytest.raises(ValidationError) as raised:
+        approval_decide(run_id="r1", approval_id=waiting.approval_id, approved=True, token=waiting.token,
+                        user=reviewer, edited_input=edit)
+    assert says in raised.value.message_dict["edited_input"][0]
+    assert ApprovalRequest.objects.get(pk=waiting.pk).status == Status.PENDING
+
+
+def test_a_huge_edit_through_the_api_is_400_under_edited_input(waiting, reviewer_client):
+    response = api_decide(reviewer_client, waiting, edited_input={**ASKED, "amount": "9" * 500_000})
+    assert response.status_code == 400 and "at most" in response.json()["edited_input"][0]
+    assert len(response.content) < 2000  # the answer does not echo the value
     assert ApprovalRequest.objects.get(pk=waiting.pk).status == Status.PENDING

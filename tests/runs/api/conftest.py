@@ -8,11 +8,12 @@ import pytest
 
 
 @pytest.fixture
-def start_suspended(reviewer_client, drain_runs):
-    """Start a reimbursement run through the API and run it until it waits for a reviewer; returns its JSON."""
+def start_suspended(api_client, reviewer_client, drain_runs):
+    """Start a reimbursement run through the API as the plain user and run it until it waits for a reviewer;
+    returns its JSON as the reviewer reads it (with its token: four eyes keeps it from the run's own creator)."""
 
     def start(run_id: str, expense_id: str = "exp-1042") -> dict:
-        response = reviewer_client.post(
+        response = api_client.post(
             "/api/runs/",
             {"agent": "reimbursement", "run_id": run_id,
              "messages": [{"role": "user", "content": f"Please reimburse {expense_id}."}]},

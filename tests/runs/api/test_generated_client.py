@@ -55,8 +55,8 @@ def test_a_verdict_through_the_generated_client_decides_the_request(deuz_client,
     from deuz_client.api.runs import runs_approvals_decide
     from deuz_client.models import ApprovalDecideInput
 
-    user, client = reviewer_api
-    request = make_suspended_run(drain_runs, "gen-decide", user=user)
+    _, client = reviewer_api
+    request = make_suspended_run(drain_runs, "gen-decide", user=make_user("gen-owner"))  # four eyes
     decided = runs_approvals_decide.sync(
         run_id="gen-decide", approval_id=request.approval_id, client=client,
         body=ApprovalDecideInput(approved=True, token=request.token),
@@ -77,7 +77,8 @@ def test_a_paid_run_reads_with_its_effect_and_receipt(deuz_client, reviewer_api,
 
 def test_a_denied_run_reads_with_its_outcome_and_verdict(deuz_client, reviewer_api, drain_runs):
     user, client = reviewer_api
-    verdict(make_suspended_run(drain_runs, "gen-denied", user=user), approved=False, reason="Not ours.", user=user)
+    started = make_suspended_run(drain_runs, "gen-denied", user=make_user("gen-owner"))  # four eyes: not the reviewer
+    verdict(started, approved=False, reason="Not ours.", user=user)
     drain_runs()
     run = retrieve(deuz_client, client, "gen-denied")
     assert (run.status.value, run.outcome.kind.value, run.outcome.by) == ("completed", "denied", user.username)

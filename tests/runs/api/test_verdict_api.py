@@ -191,6 +191,14 @@ def test_a_malformed_verdict_answers_400_naming_the_field(start_suspended, revie
     assert (response.status_code, field in response.json()) == (400, True)
 
 
+def test_a_misspelt_key_is_400_and_decides_nothing(start_suspended, reviewer_client):
+    """A client that meant to edit the input ("editedInput") must not approve the model's own input instead."""
+    request = pending_of(start_suspended("r-1"))
+    response = decide(reviewer_client, "r-1", request, editedInput={"amount": "80.00"})
+    assert response.status_code == 400 and "editedInput" in response.json()["non_field_errors"][0]
+    assert status_of(request) == ApprovalRequest.Status.PENDING
+
+
 def test_an_expired_request_answers_409_and_stays_expired(start_suspended, reviewer_client):
     request = pending_of(start_suspended("r-1"))
     ApprovalRequest.objects.filter(approval_id=request["approval_id"]).update(expires_at="2000-01-01T00:00:00Z")
@@ -202,16 +210,16 @@ def test_an_expired_request_answers_409_and_stays_expired(start_suspended, revie
 # --------------------------------------------------------------------------- cancel
 
 
-def test_cancelling_a_suspended_run_answers_200_cancelled(start_suspended, reviewer_client):
+def test_cancelling_a_suspended_run_answers_200_cancelled(start_suspended, api_client):
     start_suspended("r-1")
-    response = reviewer_client.post("/api/runs/r-1/cancel/")
+    response = api_client.post("/api/runs/r-1/cancel/")
     assert response.status_code == 200
     assert (response.json()["status"], response.json()["pending_approvals"]) == ("cancelled", [])
 
 
-def test_the_approval_of_a_cancelled_run_cannot_be_decided(start_suspended, reviewer_client, drain_runs):
+def test_the_approval_of_a_cancelled_run_cannot_be_decided(start_suspended, api_client, reviewer_client, drain_runs):
     request = pending_of(start_suspended("r-1"))
-    reviewer_client.post("/api/runs/r-1/cancel/")
+    api_client.post("/api/runs/r-1/cancel/")
     response = decide(reviewer_client, "r-1", request)
     assert response.status_code == 409
     drain_runs()
@@ -219,16 +227,16 @@ def test_the_approval_of_a_cancelled_run_cannot_be_decided(start_suspended, revi
     assert not Effect.objects.exists()
 
 
-def test_cancelling_a_cancelled_run_answers_409(start_suspended, reviewer_client):
+def test_cancelling_a_cancelled_run_answers_409(start_suspended, api_client):
     start_suspended("r-1")
-    reviewer_client.post("/api/runs/r-1/cancel/")
-    assert reviewer_client.post("/api/runs/r-1/cancel/").status_code == 409
+    api_client.post("/api/runs/r-1/cancel/")
+    assert api_client.post("/api/runs/r-1/cancel/").status_code == 409
 
 
-def test_cancelling_a_completed_run_answers_409(start_suspended, reviewer_client, drain_runs):
+def test_cancelling_a_completed_run_answers_409(start_suspended, api_client, reviewer_client, drain_runs):
     decide(reviewer_client, "r-1", pending_of(start_suspended("r-1")))
     drain_runs()
-    assert reviewer_client.post("/api/runs/r-1/cancel/").status_code == 409
+    assert api_client.post("/api/runs/r-1/cancel/").status_code == 409
 
 
 # --------------------------------------------------------------------------- fuzz

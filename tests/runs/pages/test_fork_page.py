@@ -82,3 +82,16 @@ def test_a_step_with_no_checkpoint_is_404_and_a_get_is_405(browser_for, origin):
 
 def test_a_fork_needs_the_csrf_token(browser_for, origin):
     assert browser_for("reviewer", enforce_csrf_checks=True).post(FORK.format(step=1)).status_code == 403
+
+
+def test_a_forks_story_tells_its_history_apart_from_its_own_steps(browser_for, origin, drain_runs):
+    """Forked from step 0 and run to its request: the origin's step 0 is its history, and its own step 0 (the
+    payment it proposes, "at step 0" in the Steps) carries its own checkpoints."""
+    browser_for("reviewer").post(FORK.format(step=0))
+    drain_runs()
+    html = browser_for("support").get("/runs/r-paid-fork-1/").content.decode()
+    story = html.split('id="run-story"', 1)[1].split("</section>", 1)[0]
+    headings = re.findall(r'class="story-step-heading">([^<]*?)\s*<', story)
+    assert headings == ["From its history, step 0", "Step 0"]
+    own = story.split("Step 0", 2)[-1]
+    assert "pay_expense" in own and "checkpoint" in own and "Proposed: pay_expense</strong>: at step 0" in own

@@ -40,7 +40,7 @@ def test_a_cancelled_suspended_run_says_who_cancelled_it_and_when_in_order(suppo
 
 def test_a_running_run_cancelled_shows_the_request_then_the_stop(support, start, users):
     start("r2")
-    Run.objects.filter(run_id="r2").update(status="running")
+    Run.objects.filter(run_id="r2").update(status="running", owner_epoch=1)  # as a claim does
     leg = Leg.objects.create(run=Run.objects.get(run_id="r2"), number=1, kind="start", owner_epoch=1, worker_id="w")
     run_cancel(run_id="r2", user=users["superuser"])
     # The leg stopped between two deltas, after the cancel.

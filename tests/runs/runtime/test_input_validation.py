@@ -59,3 +59,10 @@ async def test_a_gated_call_with_an_invalid_input_asks_nobody():
 async def test_the_model_reads_the_problem_and_can_correct_itself():
     result, _, _ = await call_pay({"amount": "84.20"})
     assert result.text.startswith("done: The input does not match the tool's input schema")
+
+
+def test_a_schema_error_names_the_field_without_echoing_a_huge_value():
+    pay = tool(name="pay", input_schema=PAYMENT_SCHEMA, execute=lambda i, ctx: "paid")
+    problem = pay.input_problem({"amount": ["x" * 1000] * 100, "recipient": "Ada"})
+    assert problem.startswith("The input does not match the tool's input schema: amount: ")
+    assert "is not of type 'string'" in problem and len(problem) < 500
