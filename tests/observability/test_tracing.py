@@ -162,6 +162,9 @@ def test_a_killed_legs_span_is_recorded_by_its_continuation_in_the_same_trace(re
     assert first.wait_exit() == -signal.SIGKILL
     second = workers("b", **otel)
     wait_until(lambda: Run.objects.get(run_id="dead-1").status == "suspended", what="the continuation's approval")
+    # Both legs' spans, exported by the living worker's batch processor (every 5 s) before it is stopped, so the
+    # test does not depend on how quickly a stopped worker flushes.
+    wait_until(lambda: len(receiver.named("invoke_agent ")) >= 2, what="both legs' spans", timeout=30)
     second.stop()
     legs = sorted(receiver.named("invoke_agent "), key=lambda span: span.attributes["deuz.leg"])
     assert [(span.attributes["deuz.leg"], span.attributes["deuz.owner_epoch"], span.status_code) for span in legs] == [
