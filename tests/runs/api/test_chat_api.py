@@ -201,20 +201,22 @@ def test_a_reader_who_may_not_decide_gets_403_and_nothing_is_decided(token_clien
     assert ApprovalRequest.objects.get(pk=suspended_chat.pk).status == ApprovalRequest.Status.PENDING
 
 
-def test_the_creator_of_a_chat_whose_agent_reviewers_decide_gets_403(owner_client, drain_runs):
-    send(owner_client, body("Reimburse exp-1042", agent="reimbursement"))
+def own_reimbursement_answered(client, drain_runs):
+    """``client``'s user starts a reimbursement chat (reviewers decide) and answers its approval: (request, answer)."""
+    send(client, body("Reimburse exp-1042", agent="reimbursement"))
     drain_runs()
     approval = ApprovalRequest.objects.get(run__thread__thread_id="c1")
-    response = send(owner_client, answer(approval))
+    return approval, send(client, answer(approval))
+
+
+def test_the_creator_of_a_chat_whose_agent_reviewers_decide_gets_403(owner_client, drain_runs):
+    approval, response = own_reimbursement_answered(owner_client, drain_runs)
     assert response.status_code == 403
     assert ApprovalRequest.objects.get(pk=approval.pk).status == ApprovalRequest.Status.PENDING
 
 
 def test_a_reviewer_answering_their_own_reviewers_chat_is_told_why_four_eyes(reviewer_client, drain_runs):
-    send(reviewer_client, body("Reimburse exp-1042", agent="reimbursement"))
-    drain_runs()
-    approval = ApprovalRequest.objects.get(run__thread__thread_id="c1")
-    response = send(reviewer_client, answer(approval))
+    approval, response = own_reimbursement_answered(reviewer_client, drain_runs)
     assert response.status_code == 403
     assert response.json()["detail"] == FOUR_EYES  # not that they lack the reviewer permission, which they have
     assert ApprovalRequest.objects.get(pk=approval.pk).status == ApprovalRequest.Status.PENDING
