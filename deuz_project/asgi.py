@@ -15,7 +15,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import get_resolver  # noqa: E402
 
 from deuz_project.heap import heap_freeze_startup  # noqa: E402
-from deuz_project.startup import agents_refuse_bad_entries  # noqa: E402
+from deuz_project.startup import agents_refuse_bad_entries, leg_modules_load  # noqa: E402
 from runs.api.socket_auth import TokenOrSessionAuthMiddlewareStack  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 
@@ -34,7 +34,9 @@ application = ProtocolTypeRouter(
 # no system checks).
 agents_refuse_bad_entries()
 
-# The views, imported now rather than on the first request, then everything loaded so far kept out of the
-# garbage collector's full collections (deuz_project.heap).
+# The views, imported now rather than on the first request, and what a follower's first continuation of a dead
+# run would import (the channel layer, the stores), then everything loaded so far kept out of the garbage
+# collector's full collections (deuz_project.heap).
 get_resolver().url_patterns
+leg_modules_load()
 heap_freeze_startup()

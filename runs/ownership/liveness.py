@@ -37,6 +37,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 __all__ = [
     "LIVENESS_CHECK_SECONDS",
     "LivenessToken",
+    "liveness_backend_load",
     "liveness_hold",
     "liveness_on_death",
     "liveness_owners_dead",
@@ -130,6 +131,12 @@ def liveness_hold(worker_id: str) -> LivenessToken:
                 hold = _holds[key] = _Hold(backend.hold(worker_id))
             hold.count += 1
     return LivenessToken(worker_id, backend)
+
+
+def liveness_backend_load() -> None:
+    """Build (and import) this database's liveness back end now, at a process's start-up, rather than at its first
+    hold or look (deuz_project.startup.leg_modules_load)."""
+    _backend()
 
 
 def liveness_owners_dead(worker_ids: Iterable[str], *, watch: bool = False) -> set[str]:
