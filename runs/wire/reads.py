@@ -5,6 +5,12 @@ database connection, so 70 open streams once held 70 PostgreSQL connections and 
 instead read through these threads: at most ``DEUZ_FOLLOWER_DATABASE_THREADS`` connections (default 4) for
 any number of followers. A thread keeps its connection while reads queue up, and closes it as soon as it runs
 out of work, so a quiet process holds none, and an SQLite file handle is never left behind a gone follower.
+
+Followers of one run ask the same questions at the same moments (where the run stands, its journal after the
+same seq: when they connect together, and when its leg ends and each must hear the end from the database), so a
+read still waiting for a thread is shared (``run_shared``): 500 followers of 10 runs asked 1,000 reads at each
+leg's end and waited 300 ms for them (issue 25's fan-out); they now ask about 20. A read that has started is
+never joined: a caller may need what was written after it began.
 """
 
 from __future__ import annotations
@@ -35,6 +41,17 @@ def close_connections() -> None:
             connection.close()
 
 
+class _Job:
+    """One read, and the futures of every caller waiting for its answer (one, unless it is shared)."""
+
+    __slots__ = ("args", "context", "function", "futures", "key")
+
+    def __init__(self, function: Callable[..., Any], args: tuple, key: tuple | None) -> None:
+        self.function, self.args, self.key = function, args, key
+        self.context = contextvars.copy_context()
+        self.futures: list[Future] = [Future()]
+
+
 class FollowerReads:
     """``size`` threads that run blocking reads for async code, each closing its connection when idle."""
 
@@ -42,19 +59,34 @@ class FollowerReads:
         if size < 1:
             raise ValueError("A FollowerReads needs at least one thread.")
         self.size = size
-        self._jobs: queue.SimpleQueue[tuple[Future, contextvars.Context, Callable[..., Any], tuple]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._waiting: dict[tuple, _Job] = {}  # shared reads not started yet, by (function, args)
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` on one of the threads; a cancelled caller's read is skipped if not yet started."""
         return await asyncio.wrap_future(self.submit(function, *args))
 
-    def submit(self, function: Callable[..., T], *args: Any) -> Future[T]:
+    async def run_shared(self, function: Callable[..., T], *args: Any) -> T:
+        """``run``, but joining the same read (``function`` and hashable ``args``) when one still waits for a
+        thread: its answer is every joiner's, so it must be one no caller changes."""
+        return await asyncio.wrap_future(self.submit(function, *args, shared=True))
+
+    def submit(self, function: Callable[..., T], *args: Any, shared: bool = False) -> Future[T]:
         self._start_threads()
-        future: Future[T] = Future()
-        self._jobs.put((future, contextvars.copy_context(), function, args))
-        return future
+        key = (function, args) if shared else None
+        with self._lock:
+            job = self._waiting.get(key) if key is not None else None
+            if job is not None:
+                future: Future[T] = Future()
+                job.futures.append(future)
+                return future
+            job = _Job(function, args, key)
+            if key is not None:
+                self._waiting[key] = job
+        self._jobs.put(job)
+        return job.futures[0]
 
     def _start_threads(self) -> None:
         if len(self._threads) == self.size:
@@ -72,18 +104,24 @@ class FollowerReads:
             except queue.Empty:
                 close_connections()  # out of work: hold no connection (and no file handle) while waiting
                 job = self._jobs.get()
-            future, context, function, args = job
-            if not future.set_running_or_notify_cancel():
+            if job.key is not None:
+                with self._lock:  # started: no caller joins it from now on
+                    if self._waiting.get(job.key) is job:
+                        del self._waiting[job.key]
+            futures = [future for future in job.futures if future.set_running_or_notify_cancel()]
+            if not futures:  # every caller was cancelled before it started
                 continue
             try:
-                result = context.run(function, *args)
+                result = job.context.run(job.function, *job.args)
             except BaseException as exc:
                 close_connections()  # a failed read may have broken its connection; the next one opens afresh
-                future.set_exception(exc)
+                for future in futures:
+                    future.set_exception(exc)
                 continue
             if self._jobs.empty():
                 close_connections()  # before the answer, so a caller that got it finds no connection left open
-            future.set_result(result)
+            for future in futures:
+                future.set_result(result)
 
 
 _reads: FollowerReads | None = None

@@ -12,8 +12,9 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 import runs.wire.followers
+from runs.models import Run
 from runs.stores.streams import DatabaseStreamStateStore
-from runs.wire.followers import part_json
+from runs.wire.followers import FrameKind, part_json
 from runs.wire.groups import run_stream_group
 from tests.runs.wire.test_live_tail import (  # noqa: F401 (fixtures)
     delta, follow, journal_reads, running, until, writer_of,
@@ -51,15 +52,21 @@ def group_joins(monkeypatch):
     return added
 
 
-async def _followers_hear(user_for, parts: list[dict], *, followers: int, reads: list) -> list[list]:
+def _waiting_on_the_tail(run_id: str) -> int:
+    """How many followers of ``run_id`` on this event loop have read the journal and wait on its tail."""
+    tail = runs.wire.followers._tails.get(asyncio.get_running_loop(), {}).get(run_id)
+    return 0 if tail is None else sum(listener.quiet_polls > 0 for listener in tail.listeners)
+
+
+async def _followers_hear(user_for, parts: list[dict], *, followers: int) -> list[list]:
     """``followers`` followers of r1 (follower n as ``user_for(n)``), all waiting before ``parts`` are written and
     notified one at a time; each follower's frames up to the last part."""
     writer = writer_of()
     frames: list[list] = [[] for _ in range(followers)]
     tasks = [asyncio.create_task(follow(user_for(n), until_seq=len(parts) - 1, frames=mine))
              for n, mine in enumerate(frames)]
-    # Every follower has read the (empty) journal, so it waits on the run's tail.
-    await until(lambda: reads.count(("page", -1)) == followers, seconds=60)
+    # Every follower has read the (empty) journal, so it waits on the run's tail (their reads may be shared).
+    await until(lambda: _waiting_on_the_tail("r1") == followers, seconds=60)
     for part in parts:
         writer.source.parts.append(part)
         await sync_to_async(writer.flush_sync)()
@@ -68,17 +75,17 @@ async def _followers_hear(user_for, parts: list[dict], *, followers: int, reads:
     return frames
 
 
-def test_a_live_part_is_not_encoded_once_per_follower(running, owner, encodes, group_joins, journal_reads):
+def test_a_live_part_is_not_encoded_once_per_follower(running, owner, encodes, group_joins):
     parts = [delta("a"), {"type": "tool-result", "toolCallId": "c1", "output": {"rows": [1, 2]}}, delta("é")]
-    frames = asyncio.run(_followers_hear(lambda n: owner, parts, followers=FOLLOWERS, reads=journal_reads))
+    frames = asyncio.run(_followers_hear(lambda n: owner, parts, followers=FOLLOWERS))
     assert group_joins == [run_stream_group("r1")]
     texts = [[frame.json for frame in mine] for mine in frames]
     assert texts == [[part_json(part) for part in parts]] * FOLLOWERS
     assert encodes == []  # the notification's own texts: no encode in this process, let alone one per follower
 
 
-def test_every_follower_sends_the_same_text_of_a_live_part(running, owner, journal_reads):
-    frames = asyncio.run(_followers_hear(lambda n: owner, [delta("a")], followers=FOLLOWERS, reads=journal_reads))
+def test_every_follower_sends_the_same_text_of_a_live_part(running, owner):
+    frames = asyncio.run(_followers_hear(lambda n: owner, [delta("a")], followers=FOLLOWERS))
     first = frames[0][0].json
     assert all(mine[0].json is first for mine in frames)
 
@@ -96,12 +103,11 @@ def test_a_part_read_from_the_journal_is_encoded_for_its_follower(running, owner
     assert frame.json == part_json(delta("before")) and encodes == [delta("before")]
 
 
-def test_a_follower_who_may_not_decide_never_gets_the_shared_text_with_the_token(running, owner, reviewer,
-                                                                                  journal_reads):
+def test_a_follower_who_may_not_decide_never_gets_the_shared_text_with_the_token(running, owner, reviewer):
     request = {"type": "tool-approval-request", "approvalId": "a1", "toolCallId": "c1",
                "approval": {"id": "a1", "token": "secret-token-value"}}
     users = [reviewer, owner]
-    frames = asyncio.run(_followers_hear(lambda n: users[n % 2], [request], followers=4, reads=journal_reads))
+    frames = asyncio.run(_followers_hear(lambda n: users[n % 2], [request], followers=4))
     seen = [json.loads(mine[0].json)["approval"] for mine in frames]
     assert [approval.get("token") for approval in seen] == ["secret-token-value", None] * 2
     assert all("secret-token-value" not in mine[0].json for mine in frames[1::2])
@@ -113,3 +119,23 @@ def test_a_tails_kept_texts_go_with_its_parts(running):
     tail.heard({"first": 0, "parts": encoded, "seq": len(encoded) - 1})
     assert list(tail.texts) == list(tail.parts) == list(range(3, tail.KEEP + 3))
     assert tail.texts[3] == part_json(delta("3"))
+
+
+def test_the_followers_of_a_run_share_their_reads_of_its_end(running, owner, journal_reads):
+    writer = writer_of()
+    frames: list[list] = [[] for _ in range(FOLLOWERS)]
+
+    async def scenario():
+        tasks = [asyncio.create_task(follow(owner, frames=mine)) for mine in frames]
+        await until(lambda: _waiting_on_the_tail("r1") == FOLLOWERS, seconds=60)
+        journal_reads.clear()
+        writer.source.parts.append(delta("a"))
+        await sync_to_async(writer.end_leg_sync)()
+        await sync_to_async(Run.objects.filter(run_id="r1").update)(status="completed")
+        await writer.notify(end=True)  # every follower must hear the end from the database
+        await asyncio.wait_for(asyncio.gather(*tasks), 20)
+
+    asyncio.run(scenario())
+    assert all([frame.kind for frame in mine] == [FrameKind.PART, FrameKind.DONE] for mine in frames)
+    # Asked together, while the reads wait for the followers' few threads: fewer reads than followers.
+    assert journal_reads.count(("state",)) < FOLLOWERS / 2

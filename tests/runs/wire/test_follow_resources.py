@@ -331,6 +331,79 @@ def test_the_read_threads_are_bounded():
     assert len(set(async_to_sync(many)())) == 3
 
 
+def _one_thread_held():
+    """FollowerReads(size=1) with its thread held by a read until ``release.set()``: what is asked meanwhile waits."""
+    reads = FollowerReads(size=1)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        release.wait(10)
+
+    return reads, reads.submit(hold), held, release
+
+
+def test_the_same_read_asked_while_it_waits_for_a_thread_runs_once_for_every_caller():
+    reads, holding, held, release = _one_thread_held()
+    calls: list[str] = []
+
+    def where(run_id: str) -> str:
+        calls.append(run_id)
+        return f"{run_id} stands"
+
+    async def fifty_followers_ask():
+        asked = [asyncio.ensure_future(reads.run_shared(where, "r1")) for _ in range(50)]
+        asked.append(asyncio.ensure_future(reads.run_shared(where, "r2")))
+        await asyncio.sleep(0)
+        held.wait(10)
+        release.set()
+        return await asyncio.gather(*asked)
+
+    answers = async_to_sync(fifty_followers_ask)()
+    assert answers == ["r1 stands"] * 50 + ["r2 stands"]
+    assert sorted(calls) == ["r1", "r2"]
+
+
+def test_a_read_that_has_started_is_not_joined_by_a_later_caller():
+    reads = FollowerReads(size=2)
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def journal(after: int) -> int:
+        calls.append(after)
+        number = len(calls)
+        if number == 1:
+            started.set()
+            release.wait(10)
+        return number
+
+    async def one_during_the_other():
+        first = asyncio.ensure_future(reads.run_shared(journal, 4))
+        await asyncio.to_thread(started.wait, 10)
+        second = asyncio.ensure_future(reads.run_shared(journal, 4))  # may need what was written since
+        answer = await second
+        release.set()
+        return await first, answer
+
+    assert async_to_sync(one_during_the_other)() == (1, 2)
+    assert calls == [4, 4]
+
+
+def test_a_cancelled_caller_does_not_cancel_the_read_it_shares():
+    reads, holding, held, release = _one_thread_held()
+
+    async def one_gives_up():
+        leaving = asyncio.ensure_future(reads.run_shared(str, "r1"))
+        staying = asyncio.ensure_future(reads.run_shared(str, "r1"))
+        await asyncio.sleep(0)
+        leaving.cancel()
+        held.wait(10)
+        release.set()
+        return await staying
+
+    assert async_to_sync(one_gives_up)() == "r1"
+
+
 def test_a_read_thread_closes_its_connection_when_it_runs_out_of_work():
     reads = FollowerReads(size=1)
 
