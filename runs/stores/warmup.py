@@ -13,9 +13,11 @@ from __future__ import annotations
 from django.db import connection
 
 from runs.runtime.exceptions import CheckpointCorruptError
+from runs.stores import direct_sqlite
+from runs.stores.direct import DirectUnavailable
 from runs.stores.sessions import _chain_rows, _latest_row
 
-__all__ = ["resume_reads_warm"]
+__all__ = ["direct_reads_warm", "resume_reads_warm"]
 
 _NO_RUN = "deuz warm-up"  # no run can have this id: runs.models.RUN_ID_VALIDATOR refuses spaces
 
@@ -36,4 +38,22 @@ def resume_reads_warm() -> None:
     try:
         _chain_rows(_NO_RUN, 0)
     except CheckpointCorruptError:  # nothing there, as meant: the statement ran
+        pass
+
+
+def direct_reads_warm() -> None:
+    """On SQLite, the resume's two reads on this thread's own connection (runs.stores.direct_sqlite), where a leg's
+    fenced store reads its checkpoint: called on the thread that will run the worker's event loop, so the first
+    resume finds that connection open and the schema parsed (1-2 ms of a fresh process's first resume, issue 25).
+    Nothing on other databases, or when direct reads are off."""
+    if connection.vendor != "sqlite":
+        return
+
+    def reads(cursor) -> None:
+        _latest_row(_NO_RUN, cursor)
+        _chain_rows(_NO_RUN, 0, cursor)
+
+    try:
+        direct_sqlite.read(reads)
+    except DirectUnavailable:  # an in-memory database, or DEUZ_DIRECT_SAVES off: the ORM's thread reads
         pass

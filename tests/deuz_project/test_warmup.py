@@ -4,6 +4,8 @@ it resumes meets neither a cold connection nor cold statements (issue 25)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from asgiref.sync import SyncToAsync
 from django.db import connections
@@ -49,3 +51,17 @@ def test_the_warm_up_runs_the_resumes_two_reads_once(orm_thread_queries):
     latest = [sql for sql in statements if "runs_checkpoint" in sql and "ORDER BY" in sql]
     chain = [sql for sql in statements if "runs_runmessage" in sql and "parent_id" in sql]
     assert len(latest) == 1 and len(chain) == 1
+
+
+@pytest.mark.skipif(connections["default"].vendor != "sqlite", reason="SQLite's direct connection")
+def test_on_sqlite_the_warm_up_opens_the_loop_threads_own_connection():
+    from runs.stores import direct_sqlite
+
+    def loop_thread():  # a thread of its own, as a worker's main thread before its event loop starts
+        warmup = worker_warmup_start()
+        warmup.wait()
+        warmup.on_this_thread()
+        return getattr(direct_sqlite._local, "connection", None) is not None
+
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(loop_thread).result()
