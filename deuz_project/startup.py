@@ -84,17 +84,6 @@ class WorkerWarmup:
         self._future.result()
         self.waited = time.perf_counter() - began
 
-    def on_this_thread(self) -> None:
-        """The part of the warm-up that belongs to the thread that will run the worker's event loop (SQLite's
-        direct connection, runs.stores.warmup.direct_reads_warm): counted in ``waited``, as start-up waits for it."""
-        from runs.stores.warmup import direct_reads_warm
-
-        began = time.perf_counter()
-        try:
-            direct_reads_warm()
-        except Exception as exc:  # as _warm: the first leg reads through its own way
-            logger.warning("The worker's warm-up failed on its own thread (%s).", type(exc).__name__)
-        self.waited += time.perf_counter() - began
 
 
 def worker_warmup_start() -> WorkerWarmup:
@@ -112,7 +101,6 @@ def worker_process_startup(warmup: WorkerWarmup | None = None) -> int:
     leg_modules_load()
     if warmup is not None:
         warmup.wait()
-        warmup.on_this_thread()
     return heap_freeze_startup()
 
 

@@ -16,13 +16,13 @@ import functools
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from runs.stores.direct import DirectUnavailable, enabled
 
-__all__ = ["BUSY_SECONDS", "CONNECT_HOOKS", "close", "fenced_write", "read", "sql"]
+__all__ = ["BUSY_SECONDS", "CONNECT_HOOKS", "close", "fenced_write", "prepare", "read", "sql"]
 
 T = TypeVar("T")
 
@@ -33,6 +33,8 @@ BUSY_SECONDS = 0.05
 CONNECT_HOOKS: list[Callable[[sqlite3.Connection], None]] = []
 
 _local = threading.local()
+_prepared: dict[str, sqlite3.Connection] = {}  # by database file: opened by another thread, for one to take (prepare)
+_prepared_lock = threading.Lock()
 
 
 @functools.cache
@@ -42,6 +44,23 @@ def sql(statement: str) -> str:
 
 
 def _connection() -> sqlite3.Connection:
+    db, name = _database()
+    held = getattr(_local, "connection", None)
+    if held is not None and _local.name == name:
+        return held
+    if held is not None:
+        held.close()
+    with _prepared_lock:
+        connection = _prepared.pop(name, None)
+    if connection is None:
+        connection = _open(db, same_thread=True)
+    _local.connection, _local.name = connection, name
+    _close_with_the_loop(connection)
+    return connection
+
+
+def _database() -> tuple[Any, str]:
+    """The default database's wrapper and file name, when a direct connection may be opened on it."""
     db = connections[DEFAULT_DB_ALIAS]  # the wrapper only: nothing here connects through Django
     if db.vendor != "sqlite":
         raise DirectUnavailable("not SQLite")
@@ -50,15 +69,14 @@ def _connection() -> sqlite3.Connection:
     name = db.settings_dict["NAME"]
     if name in ("", ":memory:"):  # a private in-memory database no second connection can open
         raise DirectUnavailable("a private in-memory database")
-    held = getattr(_local, "connection", None)
-    if held is not None and _local.name == name:
-        return held
-    if held is not None:
-        held.close()
+    return db, name
+
+
+def _open(db: Any, *, same_thread: bool) -> sqlite3.Connection:
     params = db.get_connection_params()
     options = db.settings_dict.get("OPTIONS", {})
     connection = sqlite3.connect(
-        params["database"], uri=True, isolation_level=None, timeout=BUSY_SECONDS, check_same_thread=True,
+        params["database"], uri=True, isolation_level=None, timeout=BUSY_SECONDS, check_same_thread=same_thread,
     )
     connection.execute("PRAGMA foreign_keys = ON")  # as Django's connections have it
     for statement in str(options.get("init_command") or "").split(";"):
@@ -66,9 +84,30 @@ def _connection() -> sqlite3.Connection:
             connection.execute(statement)
     for hook in CONNECT_HOOKS:
         hook(connection)
-    _local.connection, _local.name = connection, name
-    _close_with_the_loop(connection)
     return connection
+
+
+def prepare(warm: Callable[[sqlite3.Cursor], object]) -> None:
+    """Open a direct connection on this thread and run ``warm`` on it (in a read transaction), for the first thread
+    that then asks for one to take as its own: a worker's warm-up (runs.stores.warmup) prepares the connection
+    its event loop's thread will read its first resume on, while that thread is busy with start-up's checks.
+    Raises DirectUnavailable when no direct connection can be opened. The connection is used by one thread at a
+    time: this one until it is handed over, then only the thread that took it."""
+    db, name = _database()
+    connection = _open(db, same_thread=False)
+    cursor = connection.cursor()
+    try:
+        cursor.execute("BEGIN")
+        warm(cursor)
+    finally:
+        if connection.in_transaction:
+            connection.rollback()
+        cursor.close()
+    with _prepared_lock:
+        replaced = _prepared.pop(name, None)
+        _prepared[name] = connection
+    if replaced is not None:
+        replaced.close()
 
 
 def _close_with_the_loop(connection: sqlite3.Connection) -> None:

@@ -17,7 +17,7 @@ from runs.stores import direct_sqlite
 from runs.stores.direct import DirectUnavailable
 from runs.stores.sessions import _chain_rows, _latest_row
 
-__all__ = ["direct_reads_warm", "resume_reads_warm"]
+__all__ = ["resume_reads_warm"]
 
 _NO_RUN = "deuz warm-up"  # no run can have this id: runs.models.RUN_ID_VALIDATOR refuses spaces
 
@@ -39,21 +39,20 @@ def resume_reads_warm() -> None:
         _chain_rows(_NO_RUN, 0)
     except CheckpointCorruptError:  # nothing there, as meant: the statement ran
         pass
+    if connection.vendor == "sqlite":
+        # A fenced view reads a resume's checkpoint on its event loop thread's own connection: opened here, its
+        # schema parsed and the two statements run, and taken by that thread at its first read (1-2 ms of a
+        # fresh process's first resume, issue 25).
+        try:
+            direct_sqlite.prepare(_direct_reads)
+        except DirectUnavailable:  # an in-memory database, or DEUZ_DIRECT_SAVES off: the ORM's thread reads
+            pass
 
 
-def direct_reads_warm() -> None:
-    """On SQLite, the resume's two reads on this thread's own connection (runs.stores.direct_sqlite), where a leg's
-    fenced store reads its checkpoint: called on the thread that will run the worker's event loop, so the first
-    resume finds that connection open and the schema parsed (1-2 ms of a fresh process's first resume, issue 25).
-    Nothing on other databases, or when direct reads are off."""
-    if connection.vendor != "sqlite":
-        return
-
-    def reads(cursor) -> None:
-        _latest_row(_NO_RUN, cursor)
-        _chain_rows(_NO_RUN, 0, cursor)
-
+def _direct_reads(cursor) -> None:
+    _latest_row(_NO_RUN, cursor)
     try:
-        direct_sqlite.read(reads)
-    except DirectUnavailable:  # an in-memory database, or DEUZ_DIRECT_SAVES off: the ORM's thread reads
+        _chain_rows(_NO_RUN, 0, cursor)
+    except CheckpointCorruptError:  # nothing there, as meant
         pass
+

@@ -54,14 +54,11 @@ def test_the_warm_up_runs_the_resumes_two_reads_once(orm_thread_queries):
 
 
 @pytest.mark.skipif(connections["default"].vendor != "sqlite", reason="SQLite's direct connection")
-def test_on_sqlite_the_warm_up_opens_the_loop_threads_own_connection():
+def test_on_sqlite_the_warm_up_prepares_the_connection_the_loops_thread_reads_on():
     from runs.stores import direct_sqlite
 
-    def loop_thread():  # a thread of its own, as a worker's main thread before its event loop starts
-        warmup = worker_warmup_start()
-        warmup.wait()
-        warmup.on_this_thread()
-        return getattr(direct_sqlite._local, "connection", None) is not None
-
-    with ThreadPoolExecutor(1) as pool:
-        assert pool.submit(loop_thread).result()
+    worker_warmup_start().wait()
+    prepared = list(direct_sqlite._prepared.values())
+    with ThreadPoolExecutor(1) as pool:  # a thread of its own, as a worker's event loop thread
+        taken = pool.submit(direct_sqlite.read, lambda cursor: cursor.connection).result()
+    assert prepared == [taken]
