@@ -171,15 +171,22 @@ async def follow_journal(
     cursor: int = -1,
     idle_seconds: float = 1.0,
     yield_idle: bool = False,
+    carried: Callable[[int], Sequence[tuple[int, StreamPart]]] | None = None,
 ) -> AsyncIterator[tuple[int, StreamPart] | str]:
     """Replay from ``cursor``, tail the live producer, and get a dead run continued; ends with DONE.
 
     ``read(after)`` is the journal (the truth); ``wait`` is woken by live notifications, and a lost one only
     costs ``idle_seconds`` of latency, never a part, because every wake-up reads the journal again.
     ``continue_run`` must claim the run the way a worker does, so any number of followers start at most one
-    continuation.
+    continuation. ``carried(after)``, when given, answers at once the journal's parts after ``after`` that are
+    known without asking (committed parts a notification carried, in an unbroken run of seqs): they are yielded
+    before the producer's state is asked, so the last parts of a leg do not wait for the reads that end it.
     """
     while True:
+        if carried is not None:
+            for seq, part in carried(cursor):
+                yield seq, part
+                cursor = seq
         # The producer's state first, then the journal: whatever it wrote before it stopped is in the pages.
         producer = await state()
         while True:

@@ -265,7 +265,8 @@ class Follow:
             async with _Listener(self.run_id) as listener:
                 self._listener = listener
                 items = follow_journal(read=self.read, state=self.state, wait=listener.wait,
-                                       continue_run=self.continue_run, cursor=self.cursor, yield_idle=True)
+                                       continue_run=self.continue_run, cursor=self.cursor, yield_idle=True,
+                                       carried=listener.carried)
                 async for item in items:
                     if item == DONE:
                         yield Frame(FrameKind.DONE)
@@ -557,6 +558,20 @@ class _Listener:
             return None
         return tail.texts.get(seq)
 
+    def carried(self, after: int) -> list[tuple[int, StreamPart]]:
+        """The parts after ``after`` the tail's notifications carried, in an unbroken run of seqs (maybe none):
+        committed journal rows, whatever the run's state, so a follower sends them before it asks the database
+        where the run stands (at a leg's end every follower asks, and its last parts waited for that)."""
+        tail = self.tail
+        if tail is None:
+            return []
+        parts = []
+        seq = after + 1
+        while seq <= tail.heard_seq and (part := tail.parts.get(seq)) is not None:
+            parts.append((seq, part))
+            seq += 1
+        return parts
+
     def live_page(self, after: int) -> JournalPage | None:
         """The parts after ``after`` from the tail, in an unbroken run of seqs; None when the journal must say."""
         tail = self.tail
@@ -564,11 +579,7 @@ class _Listener:
             return None
         if tail.heard_seq <= after:
             return JournalPage(parts=[], last_seq=tail.heard_seq, is_closed=False)
-        parts = []
-        seq = after + 1
-        while seq <= tail.heard_seq and (part := tail.parts.get(seq)) is not None:
-            parts.append((seq, part))
-            seq += 1
+        parts = self.carried(after)
         if not parts:
             return None
         return JournalPage(parts=parts, last_seq=parts[-1][0], is_closed=False)

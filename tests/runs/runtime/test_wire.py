@@ -152,3 +152,22 @@ async def test_a_queued_leg_keeps_the_follower_tailing_past_a_sentinel():
     asyncio.get_running_loop().create_task(verdict_leg())
     items = await asyncio.wait_for(collect(producer.follow()), 2)
     assert [part["text"] for _, part in items[:-1]] == ["suspended", "after the verdict"]
+
+
+async def test_parts_known_without_asking_are_yielded_before_the_producers_state_is_asked():
+    producer = Producer()
+    producer.store.append("r", parts("a", "b"))
+    asked: list[str] = []
+
+    async def state():
+        asked.append("state")
+        return FollowState(is_active=False, is_producer_gone=False)
+
+    def carried(after):
+        asked.append(f"carried after {after}")
+        return producer.store.read("r", after=after).parts
+
+    items = await collect(follow_journal(read=producer.read, state=state, wait=producer.wait,
+                                         continue_run=producer.continue_run, carried=carried))
+    assert asked == ["carried after -1", "state"]
+    assert items == [(0, parts("a")[0]), (1, parts("b")[0]), DONE]
