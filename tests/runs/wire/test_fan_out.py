@@ -9,7 +9,6 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 
 import runs.wire.followers
 from runs.models import Run
@@ -17,7 +16,7 @@ from runs.stores.streams import DatabaseStreamStateStore
 from runs.wire.followers import FrameKind, part_json
 from runs.wire.groups import run_stream_group
 from tests.runs.wire.test_live_tail import (  # noqa: F401 (fixtures)
-    delta, follow, journal_reads, running, until, writer_of,
+    delta, follow, group_joins, journal_reads, running, until, writer_of,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,20 +35,6 @@ def encodes(monkeypatch):
 
     monkeypatch.setattr(runs.wire.followers, "part_json", counted)
     return calls
-
-
-@pytest.fixture
-def group_joins(monkeypatch):
-    layer = get_channel_layer()
-    added: list[str] = []
-    group_add = layer.group_add
-
-    async def counted(group, channel):
-        added.append(group)
-        return await group_add(group, channel)
-
-    monkeypatch.setattr(layer, "group_add", counted)
-    return added
 
 
 def _waiting_on_the_tail(run_id: str) -> int:

@@ -207,7 +207,9 @@ def test_the_turn_ends_on_the_databases_word_when_the_leg_says_it_ended(running,
     assert journal_reads == [("state",), ("page", -1), ("state",), ("page", 0)]
 
 
-def test_the_followers_of_a_run_in_one_process_share_one_member_of_its_group(running, owner, monkeypatch):
+@pytest.fixture
+def group_joins(monkeypatch):
+    """The groups this process's channel layer was asked to add a channel to, in order."""
     layer = get_channel_layer()
     added: list[str] = []
     group_add = layer.group_add
@@ -217,6 +219,11 @@ def test_the_followers_of_a_run_in_one_process_share_one_member_of_its_group(run
         return await group_add(group, channel)
 
     monkeypatch.setattr(layer, "group_add", counted)
+    return added
+
+
+def test_the_followers_of_a_run_in_one_process_share_one_member_of_its_group(running, owner, group_joins):
+    added = group_joins
     writer = writer_of()
     frames: list[list] = [[], [], []]
 
