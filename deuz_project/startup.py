@@ -85,7 +85,6 @@ class WorkerWarmup:
         self.waited = time.perf_counter() - began
 
 
-
 def worker_warmup_start() -> WorkerWarmup:
     """Start the warm-up of the worker's first resume (connection, the resume's reads), to overlap what start-up
     does next (``manage.py worker``'s system checks, which import every agent); finished by

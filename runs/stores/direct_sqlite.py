@@ -95,14 +95,11 @@ def prepare(warm: Callable[[sqlite3.Cursor], object]) -> None:
     time: this one until it is handed over, then only the thread that took it."""
     db, name = _database()
     connection = _open(db, same_thread=False)
-    cursor = connection.cursor()
     try:
-        cursor.execute("BEGIN")
-        warm(cursor)
-    finally:
-        if connection.in_transaction:
-            connection.rollback()
-        cursor.close()
+        _read_on(connection, warm)
+    except BaseException:
+        connection.close()
+        raise
     with _prepared_lock:
         replaced = _prepared.pop(name, None)
         _prepared[name] = connection
@@ -162,7 +159,10 @@ def read(query: Callable[[sqlite3.Cursor], T]) -> T:
     """Run ``query`` in one read transaction (one snapshot of the database) on this thread's own connection;
     raises DirectUnavailable (nothing read: the caller reads through the ORM's thread) when it cannot now. In WAL
     mode a reader waits for nobody, so a resume's load need not hop to a thread and back."""
-    connection = _connection()
+    return _read_on(_connection(), query)
+
+
+def _read_on(connection: sqlite3.Connection, query: Callable[[sqlite3.Cursor], T]) -> T:
     cursor = connection.cursor()
     try:
         try:
