@@ -248,16 +248,13 @@ class Follow:
         """Give the user's stream back; safe to call more than once."""
         self._release()
 
-    async def _run(self, function: Callable[..., Any], *args: Any) -> Any:
+    async def _run(self, function: Callable[..., Any], *args: Any, shared: bool = False) -> Any:
+        """``function(*args)`` on the followers' read threads; ``shared``: a read every follower of the run may
+        share (runs.wire.reads), where it stands or its journal."""
         if self._read is not None:
             return await self._read(function)(*args)
-        return await follower_reads().run(function, *args)
-
-    async def _read_shared(self, function: Callable[..., Any], *args: Any) -> Any:
-        """A read every follower of the run may share (runs.wire.reads): where it stands, its journal."""
-        if self._read is not None:
-            return await self._read(function)(*args)
-        return await follower_reads().run_shared(function, *args)
+        reads = follower_reads()
+        return await (reads.run_shared if shared else reads.run)(function, *args)
 
     async def frames(self) -> AsyncIterator[Frame]:
         """Replay, tail, get a dead run continued; a failure ends the frames with a redacted error part."""
@@ -301,7 +298,7 @@ class Follow:
         listener = self._listener
         if listener is not None and (page := listener.live_page(after)) is not None:
             return page
-        page = await self._read_shared(_read_page, self.run_id, after)
+        page = await self._run(_read_page, self.run_id, after, shared=True)
         if page.parts and listener is not None:
             listener.heard()
         return page
@@ -309,7 +306,7 @@ class Follow:
     async def state(self) -> FollowState:
         if self._listener is not None and (state := self._listener.live_state()) is not None:
             return state
-        return await self._read_shared(_follow_state, self.run_id)
+        return await self._run(_follow_state, self.run_id, shared=True)
 
     async def continue_run(self) -> None:
         """The producer is gone: have the run continued (the lease is the one lock, so at most one continuation
