@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import Select
 
 from approvals.models import ApprovalRequest
@@ -61,9 +62,13 @@ def is_disabled(browser) -> bool:
 
 
 def send(browser, text: str) -> None:
+    """Send ``text`` from the message box; returns once the page the form posted to has replaced this one, so
+    what is read next is the new turn's, never the old page's status line."""
     wait(browser, lambda driver: not is_disabled(driver), 30)
+    sent_from = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(By.ID, "chat-message").send_keys(text)
     browser.find_element(By.CSS_SELECTOR, "form.composer [type=submit]").click()
+    wait(browser, staleness_of(sent_from), 30)
 
 
 def api_post(server: str, path: str, user, body: dict) -> int:
