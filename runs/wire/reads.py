@@ -7,10 +7,15 @@ any number of followers. A thread keeps its connection while reads queue up, and
 out of work, so a quiet process holds none, and an SQLite file handle is never left behind a gone follower.
 
 Followers of one run ask the same questions at the same moments (where the run stands, its journal after the
-same seq: when they connect together, and when its leg ends and each must hear the end from the database), so a
-read still waiting for a thread is shared (``run_shared``): 500 followers of 10 runs asked 1,000 reads at each
-leg's end and waited 300 ms for them (issue 25's fan-out); they now ask about 20. A read that has started is
-never joined: a caller may need what was written after it began.
+same seq: when they connect together, and when its leg ends and each must hear the end from the database), so
+such a read is shared (``run_shared``). A caller says how fresh an answer it needs (``fresh_after``): any read
+of the same question that started at or after that moment answers it, whether it still waits for a thread, is
+running or has just returned. A follower woken by a notification needs a read begun after the notification was
+heard; its journal, a read begun after its look at where the run stands returned. 500 followers of 10 runs
+asked 1,000 reads at each leg's end (issue 25's fan-out); while one of a run's reads waited for a thread they
+shared it (about 600 reads, as most found a thread free), and with freshness about 20. Without ``fresh_after``
+(a first look, a poll) only a read not started yet is joined: a caller may need what was written after a
+running one began.
 """
 
 from __future__ import annotations
@@ -19,14 +24,16 @@ import asyncio
 import contextvars
 import queue
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.db import connections
 
-__all__ = ["DEFAULT_THREADS", "FollowerReads", "close_connections", "follower_reads"]
+__all__ = ["DEFAULT_THREADS", "FollowerReads", "Shared", "close_connections", "follower_reads"]
 
 T = TypeVar("T")
 
@@ -41,19 +48,34 @@ def close_connections() -> None:
             connection.close()
 
 
+class Shared(NamedTuple, Generic[T]):
+    """A shared read's answer, and when the read returned (``time.monotonic()``): a read begun later saw at least
+    what it saw."""
+
+    value: T
+    finished_at: float
+
+
 class _Job:
     """One read, and the futures of every caller waiting for its answer (one, unless it is shared)."""
 
-    __slots__ = ("args", "context", "function", "futures", "key")
+    __slots__ = ("args", "context", "finished_at", "function", "futures", "key", "result", "started_at")
 
     def __init__(self, function: Callable[..., Any], args: tuple, key: tuple | None) -> None:
         self.function, self.args, self.key = function, args, key
         self.context = contextvars.copy_context()
         self.futures: list[Future] = [Future()]
+        self.started_at: float | None = None  # set when a thread takes it
+        self.finished_at: float | None = None  # set when it returned (a failure is never shared once over)
+        self.result: Any = None
 
 
 class FollowerReads:
     """``size`` threads that run blocking reads for async code, each closing its connection when idle."""
+
+    # A shared read's answer is kept for callers still catching up (followers a busy event loop serves one after
+    # another) for KEEP_SECONDS, and for at most KEEP questions: a page of a journal may be large.
+    KEEP, KEEP_SECONDS = 256, 2.0
 
     def __init__(self, *, size: int) -> None:
         if size < 1:
@@ -62,29 +84,37 @@ class FollowerReads:
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._waiting: dict[tuple, _Job] = {}  # shared reads not started yet, by (function, args)
+        # The latest shared read of each question (function, args): waiting for a thread, running or returned.
+        self._latest: OrderedDict[tuple, _Job] = OrderedDict()
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` on one of the threads; a cancelled caller's read is skipped if not yet started."""
         return await asyncio.wrap_future(self.submit(function, *args))
 
-    async def run_shared(self, function: Callable[..., T], *args: Any) -> T:
-        """``run``, but joining the same read (``function`` and hashable ``args``) when one still waits for a
-        thread: its answer is every joiner's, so it must be one no caller changes."""
-        return await asyncio.wrap_future(self.submit(function, *args, shared=True))
+    async def run_shared(self, function: Callable[..., T], *args: Any, fresh_after: float | None = None) -> Shared[T]:
+        """``run``, but sharing the same read (``function`` and hashable ``args``) begun at or after
+        ``fresh_after`` (``time.monotonic()``; None: now, so only a read still waiting for a thread): its answer is
+        every sharer's, so it must be one no caller changes."""
+        return await asyncio.wrap_future(self.submit(function, *args, shared=True, fresh_after=fresh_after))
 
-    def submit(self, function: Callable[..., T], *args: Any, shared: bool = False) -> Future[T]:
+    def submit(self, function: Callable[..., T], *args: Any, shared: bool = False,
+               fresh_after: float | None = None) -> Future:
         self._start_threads()
         key = (function, args) if shared else None
         with self._lock:
-            job = self._waiting.get(key) if key is not None else None
-            if job is not None:
-                future: Future[T] = Future()
-                job.futures.append(future)
+            job = self._latest.get(key) if key is not None else None
+            if job is not None and (job.started_at is None or (fresh_after is not None and job.started_at >= fresh_after)):
+                future: Future = Future()
+                if job.finished_at is None:
+                    job.futures.append(future)  # waiting or running: answered with the others
+                else:
+                    future.set_result(Shared(job.result, job.finished_at))
                 return future
             job = _Job(function, args, key)
             if key is not None:
-                self._waiting[key] = job
+                self._latest[key] = job
+                self._latest.move_to_end(key)
+                self._prune()
         self._jobs.put(job)
         return job.futures[0]
 
@@ -104,24 +134,45 @@ class FollowerReads:
             except queue.Empty:
                 close_connections()  # out of work: hold no connection (and no file handle) while waiting
                 job = self._jobs.get()
-            if job.key is not None:
-                with self._lock:  # started: no caller joins it from now on
-                    if self._waiting.get(job.key) is job:
-                        del self._waiting[job.key]
-            futures = [future for future in job.futures if future.set_running_or_notify_cancel()]
-            if not futures:  # every caller was cancelled before it started
-                continue
+            with self._lock:
+                job.started_at = time.monotonic()  # from now on only a caller content with it joins
+                if not [future for future in job.futures if future.set_running_or_notify_cancel()]:
+                    self._forget(job)  # every caller was cancelled before it started
+                    continue
             try:
                 result = job.context.run(job.function, *job.args)
             except BaseException as exc:
                 close_connections()  # a failed read may have broken its connection; the next one opens afresh
+                with self._lock:
+                    self._forget(job)
+                    futures = list(job.futures)
                 for future in futures:
-                    future.set_exception(exc)
+                    if not future.cancelled():
+                        future.set_exception(exc)
                 continue
             if self._jobs.empty():
                 close_connections()  # before the answer, so a caller that got it finds no connection left open
+            with self._lock:
+                job.result, job.finished_at = result, time.monotonic()
+                futures = list(job.futures)
+            answer = result if job.key is None else Shared(result, job.finished_at)
             for future in futures:
-                future.set_result(result)
+                if not future.cancelled():
+                    future.set_result(answer)
+
+    def _prune(self) -> None:
+        """Under the lock: drop the oldest answers, past KEEP questions or KEEP_SECONDS old."""
+        stale = time.monotonic() - self.KEEP_SECONDS
+        while self._latest:
+            oldest = next(iter(self._latest.values()))
+            if len(self._latest) <= self.KEEP and (oldest.finished_at is None or oldest.finished_at > stale):
+                return
+            del self._latest[oldest.key]
+
+    def _forget(self, job: _Job) -> None:
+        """Under the lock: a job no later caller may share."""
+        if job.key is not None and self._latest.get(job.key) is job:
+            del self._latest[job.key]
 
 
 _reads: FollowerReads | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -357,7 +358,7 @@ def test_the_same_read_asked_while_it_waits_for_a_thread_runs_once_for_every_cal
         await asyncio.sleep(0)
         held.wait(10)
         release.set()
-        return await asyncio.gather(*asked)
+        return [answer.value for answer in await asyncio.gather(*asked)]
 
     answers = async_to_sync(fifty_followers_ask)()
     assert answers == ["r1 stands"] * 50 + ["r2 stands"]
@@ -383,10 +384,99 @@ def test_a_read_that_has_started_is_not_joined_by_a_later_caller():
         second = asyncio.ensure_future(reads.run_shared(journal, 4))  # may need what was written since
         answer = await second
         release.set()
-        return await first, answer
+        return (await first).value, answer.value
 
     assert async_to_sync(one_during_the_other)() == (1, 2)
     assert calls == [4, 4]
+
+
+def _counted_reads(size: int = 2):
+    """FollowerReads(size=size) and a read ``journal(after)`` whose calls are counted; the nth call returns n."""
+    calls: list[int] = []
+
+    def journal(after: int) -> int:
+        calls.append(after)
+        return len(calls)
+
+    return FollowerReads(size=size), journal, calls
+
+
+def test_a_running_read_begun_after_the_freshness_asked_for_is_joined():
+    reads = FollowerReads(size=2)
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def journal(after: int) -> int:
+        calls.append(after)
+        started.set()
+        release.wait(10)
+        return len(calls)
+
+    async def one_during_the_other():
+        heard = time.monotonic()  # a notification was heard; then the first follower asked
+        first = asyncio.ensure_future(reads.run_shared(journal, 4, fresh_after=heard))
+        await asyncio.to_thread(started.wait, 10)
+        second = asyncio.ensure_future(reads.run_shared(journal, 4, fresh_after=heard))  # woken by the same one
+        await asyncio.sleep(0.05)
+        release.set()
+        return (await first).value, (await second).value
+
+    assert async_to_sync(one_during_the_other)() == (1, 1)
+    assert calls == [4]
+
+
+def test_a_returned_read_begun_after_the_freshness_asked_for_answers_at_once():
+    reads, journal, calls = _counted_reads()
+
+    async def one_after_the_other():
+        heard = time.monotonic()
+        first = await reads.run_shared(journal, 4, fresh_after=heard)
+        second = await reads.run_shared(journal, 4, fresh_after=heard)
+        return first, second
+
+    first, second = async_to_sync(one_after_the_other)()
+    assert second == first and first.value == 1
+    assert calls == [4]
+
+
+def test_a_read_begun_before_the_freshness_asked_for_is_not_shared():
+    reads, journal, calls = _counted_reads()
+
+    async def one_then_a_later_notification():
+        first = await reads.run_shared(journal, 4, fresh_after=time.monotonic())
+        heard = time.monotonic()  # a notification after the first read began: its answer may be stale
+        return first.value, (await reads.run_shared(journal, 4, fresh_after=heard)).value
+
+    assert async_to_sync(one_then_a_later_notification)() == (1, 2)
+    assert calls == [4, 4]
+
+
+def test_a_returned_read_is_not_shared_without_a_freshness():
+    reads, journal, calls = _counted_reads()
+
+    async def twice():
+        return [(await reads.run_shared(journal, 4)).value for _ in range(2)]
+
+    assert async_to_sync(twice)() == [1, 2]
+
+
+def test_a_failed_read_is_not_shared_once_over():
+    reads = FollowerReads(size=1)
+    calls: list[int] = []
+
+    def journal(after: int) -> int:
+        calls.append(after)
+        if len(calls) == 1:
+            raise ConnectionError("the database went away")
+        return len(calls)
+
+    async def failed_then_again():
+        heard = time.monotonic()
+        with pytest.raises(ConnectionError):
+            await reads.run_shared(journal, 4, fresh_after=heard)
+        return (await reads.run_shared(journal, 4, fresh_after=heard)).value
+
+    assert async_to_sync(failed_then_again)() == 2
 
 
 def test_a_cancelled_caller_does_not_cancel_the_read_it_shares():
@@ -399,7 +489,7 @@ def test_a_cancelled_caller_does_not_cancel_the_read_it_shares():
         leaving.cancel()
         held.wait(10)
         release.set()
-        return await staying
+        return (await staying).value
 
     assert async_to_sync(one_gives_up)() == "r1"
 
@@ -418,3 +508,16 @@ def test_a_read_thread_closes_its_connection_when_it_runs_out_of_work():
         return await reads.run(is_connected)
 
     assert async_to_sync(one_then_the_other)() is False
+
+
+def test_an_answer_kept_past_its_time_is_not_shared(monkeypatch):
+    reads, journal, calls = _counted_reads()
+    monkeypatch.setattr(FollowerReads, "KEEP_SECONDS", 0.0)
+
+    async def twice_with_the_same_freshness():
+        heard = time.monotonic()
+        first = await reads.run_shared(journal, 4, fresh_after=heard)
+        await reads.run_shared(journal, 5)  # a new question drops what is past its time
+        return first.value, (await reads.run_shared(journal, 4, fresh_after=heard)).value
+
+    assert async_to_sync(twice_with_the_same_freshness)() == (1, 3)
