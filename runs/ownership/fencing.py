@@ -22,21 +22,38 @@ from django.utils import timezone
 from runs.errors import StaleOwnerError
 from runs.models import Run
 
-__all__ = ["OwnerFence", "adapt_run_field"]
+__all__ = ["OwnerFence", "adapt_run_field", "fence_run_pk_claimed"]
 
 # (run id, epoch) pairs whose fence this thread's open transaction already holds (see OwnerFence.nested).
 _held = threading.local()
+
+# The run's key of each recent claim (runs.services.lifecycle.run_claim): the fences of its leg (checkpoints,
+# journal, ledger, lease, close) start knowing it instead of each looking it up. Only ``hold`` trusts it, and its
+# UPDATE names the run id too, so a wrong key (a run deleted and created again under its id) matches no row:
+# the fence then looks the key up, as it did before.
+_claimed_pks: dict[tuple[str, int], int] = {}
+_claimed_lock = threading.Lock()
+_CLAIMED_KEEP = 4096
+
+
+def fence_run_pk_claimed(run_id: str, epoch: int, pk: int) -> None:
+    """Remember that claiming ``run_id`` for ``epoch`` found its row's key ``pk``."""
+    with _claimed_lock:
+        _claimed_pks[(run_id, epoch)] = pk
+        while len(_claimed_pks) > _CLAIMED_KEEP:
+            del _claimed_pks[next(iter(_claimed_pks))]
 
 
 class OwnerFence:
     """The right of the worker holding ``epoch`` to write for ``run_id``."""
 
-    __slots__ = ("_run_pk", "epoch", "run_id")
+    __slots__ = ("_claimed_pk", "_run_pk", "epoch", "run_id")
 
     def __init__(self, run_id: str, epoch: int) -> None:
         self.run_id = run_id
         self.epoch = epoch
-        self._run_pk: int | None = None
+        self._run_pk: int | None = None  # known for sure: looked up, or checked by a hold
+        self._claimed_pk = _claimed_pks.get((run_id, epoch))  # what the claim found, until a hold checks it
 
     def __repr__(self) -> str:
         return f"OwnerFence({self.run_id!r}, epoch={self.epoch})"
@@ -57,12 +74,18 @@ class OwnerFence:
         if not changes and self.is_held():
             return self.run_pk  # this transaction already checked it and holds the row lock
         db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once (the proxy costs per access)
+        claimed = self._run_pk is None and self._claimed_pk is not None
+        pk = self._claimed_pk if claimed else self.run_pk
         with db.cursor() as cursor:
-            cursor.execute(_update_sql_for(db.vendor, tuple(changes)), self._params(db, changes))
+            cursor.execute(_update_sql_for(db.vendor, tuple(changes)), self._params(db, changes, pk))
             updated = cursor.rowcount
+        if updated != 1 and claimed:
+            self._claimed_pk = None  # not this run's row (any more): look its key up and try again
+            return self.hold(**changes)
         if updated != 1:
             raise StaleOwnerError(self.run_id, self.epoch)
-        return self.run_pk
+        self._run_pk = pk
+        return pk
 
     def hold_direct(self, cursor: Any, **changes: Any) -> int:
         """``hold`` on a sqlite3 cursor of runs.stores.direct (the event loop's own connection, in its open
@@ -70,7 +93,8 @@ class OwnerFence:
         if self._run_pk is None:
             raise LookupError("The run's key is not known yet; the first write of a fence goes through the ORM.")
         db = connections[DEFAULT_DB_ALIAS]
-        cursor.execute(_update_sql_for(db.vendor, tuple(changes)).replace("%s", "?"), self._params(db, changes))
+        cursor.execute(_update_sql_for(db.vendor, tuple(changes)).replace("%s", "?"),
+                       self._params(db, changes, self._run_pk))
         if cursor.rowcount != 1:
             raise StaleOwnerError(self.run_id, self.epoch)
         return self._run_pk
@@ -79,10 +103,10 @@ class OwnerFence:
     def knows_run_pk(self) -> bool:
         return self._run_pk is not None
 
-    def _params(self, db: Any, changes: dict[str, Any]) -> list[Any]:
+    def _params(self, db: Any, changes: dict[str, Any], pk: int) -> list[Any]:
         params = [db.ops.adapt_datetimefield_value(timezone.now())]
         params += [adapt_run_field(db, name, value) for name, value in changes.items()]
-        params += [self.run_pk, self.epoch]
+        params += [pk, self.run_id, self.epoch]
         return params
 
     def is_held(self) -> bool:
@@ -109,7 +133,7 @@ class OwnerFence:
 def _update_sql_for(vendor: str, names: tuple[str, ...]) -> str:
     quote = connection.ops.quote_name
     sets = ["updated_at = %s", *(f"{quote(Run._meta.get_field(name).column)} = %s" for name in names)]
-    return f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(sets)} WHERE id = %s AND owner_epoch = %s"
+    return f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(sets)} WHERE id = %s AND run_id = %s AND owner_epoch = %s"
 
 
 def adapt_run_field(db: Any, name: str, value: Any) -> Any:

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from runs.agents import agent_get
 from runs.errors import RunAlreadyExists, RunNotFound, RunNotResumable, StaleOwnerError
-from runs.ownership.fencing import OwnerFence
+from runs.ownership.fencing import OwnerFence, fence_run_pk_claimed
 from runs.ownership.liveness import liveness_owners_dead
 from runs.models import Leg, Run, Thread
 from runs.ownership.wakeups import run_cancel_notify, runs_notify
@@ -159,6 +159,7 @@ def run_claim(
             number = Leg.objects.filter(run_id=run.pk).count() + 1
             Leg.objects.create(run_id=run.pk, number=number, kind=kind, owner_epoch=epoch, worker_id=worker_id)
             claims.append(Claim(run.run_id, epoch, number, kind, run.cancel_requested))
+            fence_run_pk_claimed(run.run_id, epoch, run.pk)  # the leg's fences need not look it up
             run_status_changed_on_commit(run_pk=run.pk)
     return claims
 
