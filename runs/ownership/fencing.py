@@ -27,10 +27,10 @@ __all__ = ["OwnerFence", "adapt_run_field", "fence_run_pk_claimed"]
 # (run id, epoch) pairs whose fence this thread's open transaction already holds (see OwnerFence.nested).
 _held = threading.local()
 
-# The run's key of each recent claim (runs.services.lifecycle.run_claim): the fences of its leg (checkpoints,
-# journal, ledger, lease, close) start knowing it instead of each looking it up. Only ``hold`` trusts it, and its
-# UPDATE names the run id too, so a wrong key (a run deleted and created again under its id) matches no row:
-# the fence then looks the key up, as it did before.
+# The run's key for each recent (run id, epoch), as its claim (runs.services.lifecycle.run_claim) or a hold found
+# it: the fences of a leg (checkpoints, journal, ledger, lease, close) start knowing it instead of each looking it
+# up. Only ``hold`` trusts it, and its UPDATE names the run id too, so a wrong key (a run deleted and created again
+# under its id) matches no row: the fence then looks the key up, as it did before.
 _claimed_pks: dict[tuple[str, int], int] = {}
 _claimed_lock = threading.Lock()
 _CLAIMED_KEEP = 4096
@@ -72,7 +72,8 @@ class OwnerFence:
         """Check the epoch and lock the run's row in the caller's transaction, applying ``changes`` (run fields) in
         the same statement; returns the run's primary key. Raises StaleOwnerError when another epoch owns it."""
         if not changes and self.is_held():
-            return self.run_pk  # this transaction already checked it and holds the row lock
+            # This transaction already checked it and holds the row lock, and the key it checked is remembered.
+            return self._run_pk or _claimed_pks.get((self.run_id, self.epoch)) or self.run_pk
         db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once (the proxy costs per access)
         claimed = self._run_pk is None and self._claimed_pk is not None
         pk = self._claimed_pk if claimed else self.run_pk
@@ -81,10 +82,14 @@ class OwnerFence:
             updated = cursor.rowcount
         if updated != 1 and claimed:
             self._claimed_pk = None  # not this run's row (any more): look its key up and try again
+            with _claimed_lock:
+                _claimed_pks.pop((self.run_id, self.epoch), None)
             return self.hold(**changes)
         if updated != 1:
             raise StaleOwnerError(self.run_id, self.epoch)
         self._run_pk = pk
+        if not claimed:
+            fence_run_pk_claimed(self.run_id, self.epoch, pk)  # checked: the fences of this epoch may start from it
         return pk
 
     def hold_direct(self, cursor: Any, **changes: Any) -> int:

@@ -143,7 +143,6 @@ def run_claim(
                   "worker_id")
         for run in candidates.only(*fields)[:limit]:
             epoch = run.owner_epoch + 1
-            kind = _leg_kind(run)
             taken = Run.objects.filter(pk=run.pk, owner_epoch=run.owner_epoch).update(
                 owner_epoch=epoch,
                 status=Run.Status.RUNNING,
@@ -157,6 +156,7 @@ def run_claim(
                 logger.info("Run %s: its owner %s is gone; %s takes it over (epoch %d).", run.run_id, run.worker_id,
                             worker_id, epoch)
             number = Leg.objects.filter(run_id=run.pk).count() + 1
+            kind = _leg_kind(run, earlier_legs=number - 1)
             Leg.objects.create(run_id=run.pk, number=number, kind=kind, owner_epoch=epoch, worker_id=worker_id)
             claims.append(Claim(run.run_id, epoch, number, kind, run.cancel_requested))
             fence_run_pk_claimed(run.run_id, epoch, run.pk)  # the leg's fences need not look it up
@@ -175,12 +175,13 @@ def _owners_dead(worker_id: str, now: Any, run_id: str | None) -> set[str]:
     return liveness_owners_dead(owners, watch=True) if owners else set()
 
 
-def _leg_kind(run: Run) -> str:
+def _leg_kind(run: Run, earlier_legs: int) -> str:
+    """The kind of the leg a claim of ``run`` (as it was read, before the claim) starts, after ``earlier_legs``."""
     if run.status == Run.Status.RUNNING:
         return Leg.Kind.RECOVERY  # its owner died (its liveness token is free) or hung (its lease lapsed)
     if run.retry_attempt > 0:
         return Leg.Kind.RETRY  # the last leg's model call failed transiently and scheduled this one
-    if run.step_index >= 0 or Leg.objects.filter(run_id=run.pk).exists():
+    if run.step_index >= 0 or earlier_legs:
         return Leg.Kind.VERDICT
     return Leg.Kind.START
 

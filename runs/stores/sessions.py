@@ -107,6 +107,7 @@ class _Head:
     messages: list[Any] | None
     status: str | None  # None: nothing stored yet
     loaded: AgentCheckpoint | None = None  # the whole checkpoint, when this view loaded it and wrote nothing since
+    found_nothing: bool = False  # this view loaded and found nothing stored, and wrote nothing since
 
 
 class DatabaseSessionStore:
@@ -154,10 +155,8 @@ class DatabaseSessionStore:
 
     def load(self, run_id: str) -> Any:
         known = self._heads.get(run_id)
-        if known is not None and known.loaded is not None:
-            # A fenced view that loaded this checkpoint and wrote nothing since: while its epoch owns the run
-            # nobody else writes it, and its next save's fence proves it still does (a leg checks, then resumes).
-            checkpoint = {**known.loaded, "messages": list(known.loaded["messages"])}
+        if known is not None and (known.loaded is not None or known.found_nothing):
+            checkpoint = self._loaded_again(known)
             try:
                 asyncio.get_running_loop()
             except RuntimeError:
@@ -286,7 +285,19 @@ class DatabaseSessionStore:
     # ------------------------------------------------------------------- reads
 
     def load_sync(self, run_id: str) -> AgentCheckpoint | None:
+        known = self._heads.get(run_id)
+        if known is not None and (known.loaded is not None or known.found_nothing):
+            return self._loaded_again(known)
         return self._load(run_id)
+
+    @staticmethod
+    def _loaded_again(known: _Head) -> AgentCheckpoint | None:
+        """What a fenced view loaded and has written nothing since (a checkpoint, or nothing stored): while its
+        epoch owns the run nobody else writes it, and its next save's fence proves it still does (a leg checks,
+        then resumes)."""
+        if known.loaded is None:
+            return None
+        return {**known.loaded, "messages": list(known.loaded["messages"])}
 
     def _load(self, run_id: str, cursor: Any = None) -> AgentCheckpoint | None:
         """``load_sync`` through the ORM, or with ``cursor`` on a direct connection's (which may not use the ORM:
@@ -300,7 +311,7 @@ class DatabaseSessionStore:
                 # first save writes the whole history without reading a head (on PostgreSQL, direct), so the run's
                 # key is learnt here, on the ORM's thread.
                 self.fence.run_pk  # noqa: B018
-                self._heads[run_id] = _Head(None, 0, None, [], None)
+                self._heads[run_id] = _Head(None, 0, None, [], None, found_nothing=True)
             return None
         checkpoint = self.checkpoint_from_row(row, cursor)
         if self.fence is not None:  # the next save of this view starts from here, reading nothing back

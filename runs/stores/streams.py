@@ -8,7 +8,7 @@ from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Max, Subquery
 from django.utils import timezone
 
 from runs.errors import StaleOwnerError
@@ -109,8 +109,8 @@ class DatabaseStreamStateStore:
         return self.fence.hold(), self.fence.epoch
 
     def last_seq_sync(self, stream_id: str) -> int:
-        run_pk = Run.objects.filter(run_id=stream_id).values_list("pk", flat=True).first()
-        return -1 if run_pk is None else _last_seq(run_pk)
+        # One statement: the run's key as a subquery (a join would lose the index's backward MAX).
+        return _last_seq(Subquery(Run.objects.filter(run_id=stream_id).values("pk")[:1]))
 
     # ------------------------------------------------------------------- reads
 
@@ -147,7 +147,7 @@ def part_decode_plain(text: str) -> tuple[StreamPart, str]:
     return decode_value(json.loads(plain)), plain
 
 
-def _last_seq(run_pk: int) -> int:
+def _last_seq(run_pk: int | Subquery) -> int:
     last = JournalEntry.objects.filter(run_id=run_pk, is_sentinel=False).aggregate(last=Max("seq"))["last"]
     return -1 if last is None else last
 

@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+import runs.ownership.fencing
 from runs.errors import StaleOwnerError
 from runs.models import Run
 from runs.ownership.fencing import OwnerFence, fence_run_pk_claimed
@@ -14,6 +15,12 @@ from runs.services.lifecycle import run_claim
 from tests.factories import make_queued_run, make_run
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def nothing_remembered(monkeypatch):
+    """No key remembered from an earlier test's runs (their ids and keys repeat from one test to the next)."""
+    monkeypatch.setattr(runs.ownership.fencing, "_claimed_pks", {})
 
 
 def test_a_fence_of_a_claimed_leg_holds_in_one_statement():

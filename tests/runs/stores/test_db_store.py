@@ -292,6 +292,25 @@ def test_a_fenced_view_answers_the_checkpoint_it_loaded_again_without_a_query(co
     assert (again, len(queries)) == (first, 0)
 
 
+def test_a_fenced_view_that_found_nothing_answers_again_without_a_query(committed_run):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    view = DatabaseSessionStore().fenced("r1", 3)
+    assert view.load_sync("r1") is None  # a first leg: the leg checks, then the runtime loads to resume
+    with CaptureQueriesContext(connection) as queries:
+        assert view.load_sync("r1") is None
+        assert view.load("r1") is None
+    assert len(queries) == 0
+
+
+def test_a_fenced_view_that_found_nothing_loads_what_it_saved_since(committed_run):
+    view = DatabaseSessionStore().fenced("r1", 3)
+    view.load_sync("r1")
+    view.save(checkpoint(step=0, messages=history(2)))
+    assert view.load_sync("r1")["messages"] == history(2)
+
+
 def test_after_its_own_save_a_fenced_view_loads_what_it_saved(committed_run):
     view = DatabaseSessionStore().fenced("r1", 3)
     view.save(checkpoint(step=0, messages=history(2)))
