@@ -9,13 +9,13 @@ out of work, so a quiet process holds none, and an SQLite file handle is never l
 Followers of one run ask the same questions at the same moments (where the run stands, its journal after the
 same seq: when they connect together, and when its leg ends and each must hear the end from the database), so
 such a read is shared (``run_shared``). A caller says how fresh an answer it needs (``fresh_after``): any read
-of the same question that started at or after that moment answers it, whether it still waits for a thread, is
-running or has just returned. A follower woken by a notification needs a read begun after the notification was
-heard; its journal, a read begun after its look at where the run stands returned. 500 followers of 10 runs
-asked 1,000 reads at each leg's end (issue 25's fan-out); while one of a run's reads waited for a thread they
-shared it (about 600 reads, as most found a thread free), and with freshness about 20. Without ``fresh_after``
-(a first look, a poll) only a read not started yet is joined: a caller may need what was written after a
-running one began.
+of the same question begun at or after that moment answers it, whether it still waits for a thread, is running
+or has just returned. A follower woken by a notification needs a read begun after the notification was heard;
+its journal, a read begun after its look at where the run stands returned. So followers that a busy event loop
+serves one after another share the first such read, where each used to start its own once the first had
+started (issue 25's fan-out, with clients reconnecting meanwhile: up to 50 reads of one run's end, one per
+follower). Without ``fresh_after`` (a first look, a poll) only a read not started yet is joined: a caller may
+need what was written after a running one began.
 """
 
 from __future__ import annotations
