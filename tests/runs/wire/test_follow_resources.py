@@ -365,7 +365,9 @@ def test_the_same_read_asked_while_it_waits_for_a_thread_runs_once_for_every_cal
     assert sorted(calls) == ["r1", "r2"]
 
 
-def test_a_read_that_has_started_is_not_joined_by_a_later_caller():
+def _first_read_held():
+    """FollowerReads(size=2) and a read ``journal(after)`` whose calls are counted (the nth returns n); the first
+    call holds its thread (``started`` set) until ``release.set()``."""
     reads = FollowerReads(size=2)
     started, release = threading.Event(), threading.Event()
     calls: list[int] = []
@@ -377,6 +379,12 @@ def test_a_read_that_has_started_is_not_joined_by_a_later_caller():
             started.set()
             release.wait(10)
         return number
+
+    return reads, journal, calls, started, release
+
+
+def test_a_read_that_has_started_is_not_joined_by_a_later_caller():
+    reads, journal, calls, started, release = _first_read_held()
 
     async def one_during_the_other():
         first = asyncio.ensure_future(reads.run_shared(journal, 4))
@@ -402,15 +410,7 @@ def _counted_reads(size: int = 2):
 
 
 def test_a_running_read_begun_after_the_freshness_asked_for_is_joined():
-    reads = FollowerReads(size=2)
-    started, release = threading.Event(), threading.Event()
-    calls: list[int] = []
-
-    def journal(after: int) -> int:
-        calls.append(after)
-        started.set()
-        release.wait(10)
-        return len(calls)
+    reads, journal, calls, started, release = _first_read_held()
 
     async def one_during_the_other():
         heard = time.monotonic()  # a notification was heard; then the first follower asked
