@@ -73,7 +73,9 @@ class OwnerFence:
         the same statement; returns the run's primary key. Raises StaleOwnerError when another epoch owns it."""
         if not changes and self.is_held():
             # This transaction already checked it and holds the row lock, and the key it checked is remembered.
-            return self._run_pk or _claimed_pks.get((self.run_id, self.epoch)) or self.run_pk
+            if self._run_pk is None:
+                self._run_pk = _claimed_pks.get((self.run_id, self.epoch)) or self.run_pk
+            return self._run_pk
         db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once (the proxy costs per access)
         claimed = self._run_pk is None and self._claimed_pk is not None
         pk = self._claimed_pk if claimed else self.run_pk
@@ -88,7 +90,7 @@ class OwnerFence:
         if updated != 1:
             raise StaleOwnerError(self.run_id, self.epoch)
         self._run_pk = pk
-        if not claimed:
+        if not claimed and _claimed_pks.get((self.run_id, self.epoch)) != pk:
             fence_run_pk_claimed(self.run_id, self.epoch, pk)  # checked: the fences of this epoch may start from it
         return pk
 

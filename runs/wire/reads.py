@@ -103,10 +103,15 @@ class FollowerReads:
         key = (function, args) if shared else None
         with self._lock:
             job = self._latest.get(key) if key is not None else None
-            if job is not None and (job.started_at is None or (fresh_after is not None and job.started_at >= fresh_after)):
+            if job is not None and (job.started_at is None or (fresh_after is not None and job.started_at > fresh_after)):
                 future: Future = Future()
-                if job.finished_at is None:
-                    job.futures.append(future)  # waiting or running: answered with the others
+                if job.started_at is not None and job.finished_at is None:
+                    # Joining a running read: past cancelling, as the futures it started with are (a caller that
+                    # gives up drops its own asyncio future; the thread answers this one all the same).
+                    future.set_running_or_notify_cancel()
+                    job.futures.append(future)
+                elif job.finished_at is None:
+                    job.futures.append(future)  # waiting: answered with the others, if not cancelled by then
                 else:
                     future.set_result(Shared(job.result, job.finished_at))
                 return future
@@ -147,7 +152,7 @@ class FollowerReads:
                     self._forget(job)
                     futures = list(job.futures)
                 for future in futures:
-                    if not future.cancelled():
+                    if future.running():  # the rest were cancelled before the read started
                         future.set_exception(exc)
                 continue
             if self._jobs.empty():
@@ -157,7 +162,7 @@ class FollowerReads:
                 futures = list(job.futures)
             answer = result if job.key is None else Shared(result, job.finished_at)
             for future in futures:
-                if not future.cancelled():
+                if future.running():  # the rest were cancelled before the read started
                     future.set_result(answer)
 
     def _prune(self) -> None:

@@ -425,6 +425,20 @@ def test_a_running_read_begun_after_the_freshness_asked_for_is_joined():
     assert calls == [4]
 
 
+def test_a_caller_who_joined_a_running_read_cannot_cancel_it_under_the_thread():
+    reads, journal, calls, started, release = _first_read_held()
+    heard = time.monotonic()
+    first = reads.submit(journal, 4, shared=True, fresh_after=heard)
+    assert started.wait(10)
+    joined = reads.submit(journal, 4, shared=True, fresh_after=heard)
+    # Past cancelling, like the futures the read started with: the thread never meets one cancelled between its
+    # look and its answer (which raised, killed the thread and left the other sharers waiting).
+    assert joined.cancel() is False
+    release.set()
+    assert (first.result(10).value, joined.result(10).value) == (1, 1)
+    assert reads.submit(journal, 5).result(10) == 2  # and the thread serves the next read
+
+
 def test_a_returned_read_begun_after_the_freshness_asked_for_answers_at_once():
     reads, journal, calls = _counted_reads()
 
