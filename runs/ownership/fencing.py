@@ -24,7 +24,8 @@ from runs.models import Run
 
 __all__ = ["OwnerFence", "adapt_run_field", "fence_run_pk_claimed"]
 
-# (run id, epoch) pairs whose fence this thread's open transaction already holds (see OwnerFence.nested).
+# (run id, epoch) pairs whose fence this thread's open transaction already holds, with the run's key as the fence
+# that holds it knew it (see OwnerFence.nested).
 _held = threading.local()
 
 # The run's key for each recent (run id, epoch), as its claim (runs.services.lifecycle.run_claim) or a hold found
@@ -73,8 +74,8 @@ class OwnerFence:
         the same statement; returns the run's primary key. Raises StaleOwnerError when another epoch owns it."""
         if not changes and self.is_held():
             # This transaction already checked it and holds the row lock, and the key it checked is remembered.
-            if self._run_pk is None:
-                self._run_pk = _claimed_pks.get((self.run_id, self.epoch)) or self.run_pk
+            if self._run_pk is None:  # the key the fence that holds it knew, or else looked up
+                self._run_pk = _held_keys().get((self.run_id, self.epoch)) or self.run_pk
             return self._run_pk
         db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once (the proxy costs per access)
         claimed = self._run_pk is None and self._claimed_pk is not None
@@ -129,11 +130,11 @@ class OwnerFence:
         if key in keys:
             yield
             return
-        keys.add(key)
+        keys[key] = self._run_pk  # a key this fence checked (or looked up), for the writes in the block
         try:
             yield
         finally:
-            keys.discard(key)
+            keys.pop(key, None)
 
 
 @functools.cache
@@ -166,8 +167,9 @@ def _run_field(name: str) -> tuple[Any, str]:
 _INTEGER_FIELDS = (IntegerField, PositiveIntegerField, BigIntegerField)
 
 
-def _held_keys() -> set[tuple[str, int]]:
+def _held_keys() -> dict[tuple[str, int], int | None]:
+    """This thread's held fences: (run id, epoch) -> the run's key as the holding fence knew it (None: unknown)."""
     keys = getattr(_held, "keys", None)
     if keys is None:
-        keys = _held.keys = set()
+        keys = _held.keys = {}
     return keys

@@ -4,7 +4,7 @@ key remembered for a run id that now names another row never lets a fence write 
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 import runs.ownership.fencing
@@ -57,3 +57,15 @@ def test_a_stale_epoch_is_refused_whatever_key_was_remembered():
     fence_run_pk_claimed("r1", 1, run.pk)
     with pytest.raises(StaleOwnerError):
         OwnerFence("r1", 1).hold()
+
+
+def test_a_write_inside_a_held_fence_uses_the_holders_key_never_a_remembered_one():
+    other = make_run("r2", owner_epoch=1)
+    fence_run_pk_claimed("r1", 1, other.pk)  # a key remembered for r1 that is now r2's
+    mine = make_run("r1", owner_epoch=1)
+    holder = OwnerFence("r1", 1)
+    with transaction.atomic():
+        assert holder.hold() == mine.pk  # the remembered key matched no row: looked up
+        fence_run_pk_claimed("r1", 1, other.pk)  # and remembered wrong again meanwhile (another thread's claim)
+        with holder.nested():
+            assert OwnerFence("r1", 1).hold() == mine.pk  # a save hook's journal flush: the holder's key
