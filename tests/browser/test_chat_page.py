@@ -11,8 +11,8 @@ import urllib.request
 from urllib.parse import urlparse
 
 import pytest
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import Select
 
 from approvals.models import ApprovalRequest
@@ -65,10 +65,17 @@ def send(browser, text: str) -> None:
     """Send ``text`` from the message box; returns once the page the form posted to has replaced this one, so
     what is read next is the new turn's, never the old page's status line."""
     wait(browser, lambda driver: not is_disabled(driver), 30)
-    sent_from = browser.find_element(By.TAG_NAME, "html")
+    browser.execute_script("window.__sentFrom = true;")  # gone with this page
     browser.find_element(By.ID, "chat-message").send_keys(text)
     browser.find_element(By.CSS_SELECTOR, "form.composer [type=submit]").click()
-    wait(browser, staleness_of(sent_from), 30)
+    wait(browser, _on_the_posted_page, 30)
+
+
+def _on_the_posted_page(driver) -> bool:
+    try:
+        return driver.execute_script("return window.__sentFrom !== true && document.readyState === 'complete'")
+    except WebDriverException:  # between the two pages (Chromium: "Node ... does not belong to the document")
+        return False
 
 
 def api_post(server: str, path: str, user, body: dict) -> int:
