@@ -9,7 +9,7 @@ out of work, so a quiet process holds none, and an SQLite file handle is never l
 Followers of one run ask the same questions at the same moments (where the run stands, its journal after the
 same seq: when they connect together, and when its leg ends and each must hear the end from the database), so
 such a read is shared (``run_shared``). A caller says how fresh an answer it needs (``fresh_after``): any read
-of the same question begun at or after that moment answers it, whether it still waits for a thread, is running
+of the same question begun after that moment answers it, whether it still waits for a thread, is running
 or has just returned. A follower woken by a notification needs a read begun after the notification was heard;
 its journal, a read begun after its look at where the run stands returned. So followers that a busy event loop
 serves one after another share the first such read, where each used to start its own once the first had
@@ -92,7 +92,7 @@ class FollowerReads:
         return await asyncio.wrap_future(self.submit(function, *args))
 
     async def run_shared(self, function: Callable[..., T], *args: Any, fresh_after: float | None = None) -> Shared[T]:
-        """``run``, but sharing the same read (``function`` and hashable ``args``) begun at or after
+        """``run``, but sharing the same read (``function`` and hashable ``args``) begun after
         ``fresh_after`` (``time.monotonic()``; None: now, so only a read still waiting for a thread): its answer is
         every sharer's, so it must be one no caller changes."""
         return await asyncio.wrap_future(self.submit(function, *args, shared=True, fresh_after=fresh_after))
