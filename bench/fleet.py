@@ -160,6 +160,13 @@ class Fleet:
         self.stop()
 
 
+#: How long a follower waits before it reads a finished run once more: an EventSource's reconnection time, as
+#: the SSE stream gives it (runs.api.events ``retry:``), and the same for a WebSocket, which is not told.
+RECONNECT_MS = 1000
+#: How long a follower waits after a stream ends before it asks whether its run is done (or reconnects).
+RECHECK_AFTER = 0.3
+
+
 class Follower:
     """Follows one run to its end over SSE or a WebSocket, reconnecting from its cursor, keeping every seq and
     when it first arrived (``received``, wall-clock seconds, comparable with the journal's ``created_at``)."""
@@ -176,6 +183,7 @@ class Follower:
         self.errors: list[str] = []  # error parts the stream sent (the follower then reconnects)
         self.complete = False
         self._seen_when_done: int | None = None  # parts seen when the run was first found done
+        self.retry_ms = RECONNECT_MS  # the SSE stream's ``retry:``, once it has said it
 
     @property
     def cursor(self) -> int:
@@ -187,15 +195,19 @@ class Follower:
                 ended = await (self._sse(client) if self.transport == "sse" else self._websocket())
             except (httpx.HTTPError, websockets.WebSocketException, OSError):
                 ended = False
+            # Before anything else: a turn ended (waiting for a verdict) or the connection dropped. The run's
+            # status is asked only after, so this process's query is not in the way of the receipts it times
+            # while the other runs end.
+            await asyncio.sleep(RECHECK_AFTER)
             if ended and await self.is_done(self.run_id):
                 if self._seen_when_done == len(self.seqs):
                     self.complete = True
                     return
                 # The run finished after this stream's [DONE] (a turn that ended at a suspension, then the leg
-                # after the verdict): read once more from the cursor, as a client does, before calling it done.
+                # after the verdict): read once more from the cursor, as a client does, before calling it done,
+                # after the reconnection time the SSE stream gives (``retry:``), as an EventSource waits.
                 self._seen_when_done = len(self.seqs)
-                continue
-            await asyncio.sleep(0.3)  # a turn ended (waiting for a verdict) or the connection dropped
+                await asyncio.sleep(max(0.0, self.retry_ms / 1000 - RECHECK_AFTER))
 
     def _opened(self) -> None:
         if self.connected_at is None:
@@ -212,6 +224,8 @@ class Follower:
                                 headers=headers, timeout=httpx.Timeout(10, read=60)) as source:
             self._opened()
             async for event in source.aiter_sse():
+                if event.retry is not None:
+                    self.retry_ms = event.retry
                 if not event.data:  # a comment (": keep-alive"), which httpx_sse hands on as an empty event
                     continue
                 if event.data == "[DONE]":

@@ -7,6 +7,7 @@ own classes (``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]``: a token or th
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from django.db import DataError
 from django.http import HttpRequest, JsonResponse
@@ -92,16 +93,21 @@ async def _events(follow: Follow) -> AsyncIterator[str]:
     # waits for it; a queued run's first part may be long in coming.
     yield _OPENED
     idle = 0
-    async for frame in follow.frames():
-        if frame.kind is FrameKind.PART:
-            yield _event(frame.json, frame.seq)  # a live part's text is shared by every follower: no encode each
-        elif frame.kind is FrameKind.IDLE:
-            idle += 1
-            if idle % _KEEPALIVE_EVERY == 0:
-                yield ": keep-alive\n\n"
-        elif frame.kind is FrameKind.DONE:
-            yield _DONE
-        else:  # FAILED: an error part without an id; [DONE] too unless the client's reconnect may succeed
-            yield _event(frame.json)
-            if frame.is_final:
-                yield _DONE
+    async with aclosing(follow.batches()) as batches:
+        async for batch in batches:
+            events = []  # what is known at once goes in one write: a leg's last parts and [DONE], a replayed page
+            for frame in batch:
+                if frame.kind is FrameKind.PART:
+                    events.append(_event(frame.json, frame.seq))  # a live part's text is shared: no encode each
+                elif frame.kind is FrameKind.IDLE:
+                    idle += 1
+                    if idle % _KEEPALIVE_EVERY == 0:
+                        events.append(": keep-alive\n\n")
+                elif frame.kind is FrameKind.DONE:
+                    events.append(_DONE)
+                else:  # FAILED: an error part without an id; [DONE] too unless the client's reconnect may succeed
+                    events.append(_event(frame.json))
+                    if frame.is_final:
+                        events.append(_DONE)
+            if events:
+                yield "".join(events)

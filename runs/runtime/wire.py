@@ -28,6 +28,7 @@ __all__ = [
     "StreamStateStore",
     "create_in_memory_stream_state_store",
     "follow_journal",
+    "follow_journal_batches",
     "journal_parts",
 ]
 
@@ -182,30 +183,53 @@ async def follow_journal(
     known without asking (committed parts a notification carried, in an unbroken run of seqs): they are yielded
     before the producer's state is asked, so the last parts of a leg do not wait for the reads that end it.
     """
+    async for batch in follow_journal_batches(read=read, state=state, wait=wait, continue_run=continue_run,
+                                              cursor=cursor, idle_seconds=idle_seconds, yield_idle=yield_idle,
+                                              carried=carried):
+        for item in batch:
+            yield item
+
+
+async def follow_journal_batches(
+    *,
+    read: Callable[[int], Awaitable[JournalPage]],
+    state: Callable[[], Awaitable[FollowState]],
+    wait: Callable[[float], Awaitable[None]],
+    continue_run: Callable[[], Awaitable[Any]],
+    cursor: int = -1,
+    idle_seconds: float = 1.0,
+    yield_idle: bool = False,
+    carried: Callable[[int], Sequence[tuple[int, StreamPart]]] | None = None,
+) -> AsyncIterator[list[tuple[int, StreamPart] | str]]:
+    """``follow_journal``'s items in lists, each list what is known at once (a notification's carried parts, a
+    page of the journal, with DONE when the turn ended), so a transport can send it in one write."""
     while True:
-        if carried is not None:
-            for seq, part in carried(cursor):
-                yield seq, part
-                cursor = seq
+        if carried is not None and (known := list(carried(cursor))):
+            yield known
+            cursor = known[-1][0]
         # The producer's state first, then the journal: whatever it wrote before it stopped is in the pages.
         producer = await state()
         while True:
             page = await read(cursor)
-            for seq, part in page.parts:
-                yield seq, part
-                cursor = seq
-            if not page.has_more:
-                break
-        if not producer.is_active:
-            # No leg is queued or running: the turn ended (with its sentinel, unless a leg died after its last
-            # durable write, where nothing will ever follow).
-            yield DONE
-            return
+            batch: list[tuple[int, StreamPart] | str] = list(page.parts)
+            if page.parts:
+                cursor = page.parts[-1][0]
+            if page.has_more:
+                yield batch
+                continue
+            if not producer.is_active:
+                # No leg is queued or running: the turn ended (with its sentinel, unless a leg died after its last
+                # durable write, where nothing will ever follow).
+                yield [*batch, DONE]
+                return
+            if batch:
+                yield batch
+            break
         if producer.is_producer_gone:
             await continue_run()
         await wait(idle_seconds)
         if yield_idle:
-            yield IDLE
+            yield [IDLE]
 
 
 async def read_page(store: StreamStateStore, stream_id: str, after: int, limit: int = 1000) -> JournalPage:

@@ -24,6 +24,7 @@ import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +46,7 @@ from runs.runtime.exceptions import StoreUnavailableError
 from runs.runtime.loops import error_part
 from runs.runtime.redact import redact
 from runs.runtime.types import StreamPart
-from runs.runtime.wire import DONE, IDLE, FollowState, JournalPage, follow_journal
+from runs.runtime.wire import DONE, IDLE, FollowState, JournalPage, follow_journal_batches
 from runs.secrets.redaction import service_secrets
 from runs.stores import get_store
 
@@ -243,6 +244,8 @@ class Follow:
         self._listener: Listener | None = None
         # How fresh a journal read must be (runs.wire.reads): begun once the look at where the run stands returned.
         self._fresh_after: float | None = None
+        # The last journal page's parts with their JSON texts (``_read_page``): seq -> (part, text).
+        self._page_texts: dict[int, tuple[StreamPart, str]] = {}
 
     def close(self) -> None:
         """Give the user's stream back; safe to call more than once."""
@@ -264,32 +267,52 @@ class Follow:
 
     async def frames(self) -> AsyncIterator[Frame]:
         """Replay, tail, get a dead run continued; a failure ends the frames with a redacted error part."""
+        async with aclosing(self.batches()) as batches:
+            async for batch in batches:
+                for frame in batch:
+                    yield frame
+
+    async def batches(self) -> AsyncIterator[list[Frame]]:
+        """``frames`` in lists, each what is known at once (runs.runtime.wire.follow_journal_batches), so a
+        transport may send it in one write: a leg's last parts and its end, or a replay's page."""
         try:
             async with Listener(self.run_id) as listener:
                 self._listener = listener
-                items = follow_journal(read=self.read, state=self.state, wait=listener.wait,
-                                       continue_run=self.continue_run, cursor=self.cursor, yield_idle=True,
-                                       carried=listener.carried)
-                async for item in items:
-                    if item == DONE:
-                        yield Frame(FrameKind.DONE)
+                batches = follow_journal_batches(read=self.read, state=self.state, wait=listener.wait,
+                                                 continue_run=self.continue_run, cursor=self.cursor,
+                                                 yield_idle=True, carried=listener.carried)
+                async for items in batches:
+                    yield [self._frame(item) for item in items]
+                    if items[-1] == DONE:
                         return
-                    if item == IDLE:
-                        yield Frame(FrameKind.IDLE)
-                        continue
-                    seq, part = item
-                    visible = self.visible(part)
-                    shared = listener.shared_json(seq, part) if visible is part else None
-                    yield Frame(FrameKind.PART, seq=seq, part=visible, shared_json=shared)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             secrets = follower_secrets()
             logger.error("Following run %s failed: %s: %s", self.run_id, type(exc).__name__, redact(str(exc), secrets))
             # A database that is down may be back for the reconnect; any other error would only repeat.
-            yield Frame(FrameKind.FAILED, part=error_part(exc, secrets), is_final=not isinstance(exc, _TRANSIENT))
+            yield [Frame(FrameKind.FAILED, part=error_part(exc, secrets), is_final=not isinstance(exc, _TRANSIENT))]
         finally:
             self.close()
+
+    def _frame(self, item: tuple[int, StreamPart] | str) -> Frame:
+        if item == DONE:
+            return Frame(FrameKind.DONE)
+        if item == IDLE:
+            return Frame(FrameKind.IDLE)
+        seq, part = item
+        visible = self.visible(part)
+        shared = self._shared_text(seq, part) if visible is part else None
+        return Frame(FrameKind.PART, seq=seq, part=visible, shared_json=shared)
+
+    def _shared_text(self, seq: int, part: StreamPart) -> str | None:
+        """The JSON text of ``part`` made once for every follower: with its notification, or by the journal read
+        that brought it (on the read's thread, so a replay costs no encode per follower on the event loop)."""
+        listener = self._listener
+        if listener is not None and (text := listener.shared_json(seq, part)) is not None:
+            return text
+        read_part, text = self._page_texts.get(seq, (None, None))
+        return text if read_part is part else None
 
     def visible(self, part: StreamPart) -> StreamPart:
         """``part`` as this follower may see it: approval tokens are bearer credentials for a decision."""
@@ -304,7 +327,7 @@ class Follow:
         listener = self._listener
         if listener is not None and (page := listener.live_page(after)) is not None:
             return page
-        page, _ = await self._shared(_read_page, self.run_id, after, fresh_after=self._fresh_after)
+        (page, self._page_texts), _ = await self._shared(_read_page, self.run_id, after, fresh_after=self._fresh_after)
         if page.parts and listener is not None:
             listener.heard()
         return page
@@ -341,9 +364,12 @@ class FollowResponse(StreamingHttpResponse):
             super().close()
 
 
-def _read_page(run_id: str, after: int) -> JournalPage:
+def _read_page(run_id: str, after: int) -> tuple[JournalPage, dict[int, tuple[StreamPart, str]]]:
+    """A page of the journal, with each part's JSON text (``part_json``): encoded once by the read, which every
+    follower of the run may share, not by each follower that replays it."""
     # On a thread with no event loop, so the store's read answers at once (runs.runtime.wire.StreamStateStore).
-    return _journal_store().read(run_id, after=after, limit=_PAGE)
+    page = _journal_store().read(run_id, after=after, limit=_PAGE)
+    return page, {seq: (part, part_json(part)) for seq, part in page.parts}
 
 
 def _follow_state(run_id: str) -> FollowState:

@@ -11,6 +11,7 @@ from runs.runtime.wire import (
     FollowState,
     create_in_memory_stream_state_store,
     follow_journal,
+    follow_journal_batches,
     journal_parts,
 )
 from tests.runs.runtime.scripting import collect
@@ -171,3 +172,23 @@ async def test_parts_known_without_asking_are_yielded_before_the_producers_state
                                          continue_run=producer.continue_run, carried=carried))
     assert asked == ["carried after -1", "state"]
     assert items == [(0, parts("a")[0]), (1, parts("b")[0]), DONE]
+
+
+async def test_what_is_known_at_once_comes_in_one_batch_a_finished_runs_page_with_its_done():
+    producer = Producer(active=False)
+    producer.store.append("r", parts(*"abcde"), end_leg=True)
+    batches = await collect(follow_journal_batches(read=producer.read, state=producer.state, wait=producer.wait,
+                                                   continue_run=producer.continue_run))
+    # Pages of 3 (Producer.read): the first page alone, the last with the end of the turn.
+    assert [[item if item == DONE else item[0] for item in batch] for batch in batches] == [[0, 1, 2], [3, 4, DONE]]
+
+
+async def test_a_notifications_carried_parts_come_in_one_batch():
+    producer = Producer()
+    producer.store.append("r", parts("a", "b", "c"))
+    batches = follow_journal_batches(read=producer.read, state=producer.state, wait=producer.wait,
+                                     continue_run=producer.continue_run,
+                                     carried=lambda after: producer.store.read("r", after=after).parts)
+    first = await anext(batches)
+    await batches.aclose()
+    assert [seq for seq, _ in first] == [0, 1, 2]

@@ -127,6 +127,26 @@ def test_the_followers_of_a_run_share_their_reads_of_its_end(running, owner, jou
     assert sorted(journal_reads) == [("page", 0), ("state",)]
 
 
+def test_a_part_the_followers_read_from_the_journal_is_encoded_once_for_them_all(running, owner, encodes):
+    writer = writer_of()
+    frames: list[list] = [[] for _ in range(FOLLOWERS)]
+
+    async def scenario():
+        tasks = [asyncio.create_task(follow(owner, frames=mine)) for mine in frames]
+        await until(lambda: _waiting_on_the_tail("r1") == FOLLOWERS, seconds=60)
+        writer.source.parts.append(big)
+        await sync_to_async(writer.end_leg_sync)()
+        await sync_to_async(Run.objects.filter(run_id="r1").update)(status="completed")
+        await writer.notify(end=True)  # too big to carry: every follower reads the part from the journal
+        await asyncio.wait_for(asyncio.gather(*tasks), 20)
+
+    big = delta("x" * (writer.NOTIFY_MAX_CHARS + 1))
+    asyncio.run(scenario())
+    first = frames[0][0].json
+    assert first == part_json(big) and all(mine[0].json is first for mine in frames)
+    assert encodes == [big]  # by the read the followers share, not once per follower
+
+
 async def _follow_slowly(owner, frames: list, pause: float) -> None:
     """Follow r1 as ``follow`` does, but taking ``pause`` seconds over each part, as a busy event loop would."""
     opened = await follow_open(run_id="r1", cursor=None, authenticate=lambda: owner, kind="sse")
