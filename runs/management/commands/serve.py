@@ -14,6 +14,7 @@ from django.utils.module_loading import import_string
 from twisted.internet import reactor  # the asyncio reactor daphne.server installed
 
 from demo.users import DemoLogin, demo_users_ensure
+from deuz_project.prompt_writes import prompt_writes_install
 from runs.execution.worker import EmbeddedWorkers
 
 #: The git-ignored file (at the repository root) that keeps the demo users' generated passwords.
@@ -71,6 +72,7 @@ class Command(BaseCommand):
                 # so whoever reads the banner can already stop the server with a signal.
                 ready_callable=lambda: reactor.callWhenRunning(self._announce, server, host, logins),
             )
+            prompt_writes_install()  # a frame leaves when it is made, not after every follower woken with it
             embedded = EmbeddedWorkers(workers)
             embedded.start()
             try:
