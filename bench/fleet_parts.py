@@ -69,7 +69,7 @@ def measure(*, sizes: Sizes, redis_url: str, progress: Callable[[str], None], lo
         data["tail"] = tail.measure_on(fleet, runs=sizes.tail_runs, followers=sizes.tail_runs, label="tail")
         progress(f"  fan-out, {sizes.fanout_followers} followers of {sizes.fanout_runs} runs on one daphne...")
         data["fanout"] = tail.measure_on(fleet, runs=sizes.fanout_runs, followers=sizes.fanout_followers,
-                                         label="fanout")
+                                         label="fanout", bar_ms=tail.FANOUT_BAR_MS)
         progress(f"  throughput, {sizes.throughput_runs} runs of {sizes.throughput_steps} steps, with "
                  f"{', '.join(map(str, throughput.WORKER_COUNTS))} workers...")
         scaled = throughput.scaling(fleet, runs=sizes.throughput_runs, steps=sizes.throughput_steps,

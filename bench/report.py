@@ -139,7 +139,7 @@ def fleet_table(results: dict[str, Any]) -> list[str]:
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for label, name, part in streams:
             latency = part["latency_ms"]
-            bar = f"p99 < {part['bar_ms']:g} | {_judged(latency['p99'], part['bar_ms'])}" if name == "tail" else "| "
+            bar = f"p99 < {part['bar_ms']:g} | {_judged(latency['p99'], part['bar_ms'])}"
             delivered = "yes" if part["every_part_delivered"] else (
                 f"NO: {part['followers_incomplete']} followers short, {part['parts_missing']} parts missing, "
                 f"{part['parts_repeated']} repeated")

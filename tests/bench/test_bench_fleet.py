@@ -48,19 +48,20 @@ def _latency(p99: float) -> dict:
     return {"n": 50, "p50": 20.0, "p99": p99, "max": p99, "mean": 25.0}
 
 
-def _stream(*, p99: float, delivered: bool = True) -> dict:
+def _stream(*, p99: float, delivered: bool = True, bar_ms: float = 20.0) -> dict:
     return {"runs": 10, "followers": 500, "transports": {"sse": 250, "websocket": 250}, "latency_ms": _latency(p99),
             "every_part_delivered": delivered, "followers_incomplete": 0 if delivered else 3,
             "parts_missing": 0 if delivered else 7, "parts_repeated": 0, "server_rss_before": 100 * 2**20,
-            "server_rss_peak": 180 * 2**20, "bar_ms": 50.0}
+            "server_rss_peak": 180 * 2**20, "bar_ms": bar_ms}
 
 
-def _results(*, motion_p99: float = 80.0, tail_p99: float = 40.0, lost: int = 0, delivered: bool = True) -> dict:
+def _results(*, motion_p99: float = 80.0, tail_p99: float = 15.0, fanout_p99: float = 300.0, lost: int = 0,
+             delivered: bool = True) -> dict:
     fleet = {
         "motion": {"worker": "a worker process", "wake": "LISTEN/NOTIFY", "channel_layer": "Redis", "bar_ms": 100.0,
                    "latency_ms": _latency(motion_p99),
                    "breakdown_ms": {"to_claim": 2.0, "claim_to_part": 30.0, "part_to_follower": 12.0}},
-        "tail": _stream(p99=tail_p99), "fanout": _stream(p99=300.0, delivered=delivered),
+        "tail": _stream(p99=tail_p99), "fanout": _stream(p99=fanout_p99, delivered=delivered, bar_ms=50.0),
         "throughput": {"runs": 1000, "steps": 20, "workers": 2, "concurrency": 16, "seconds": 50.0,
                        "runs_per_second": 20.0, "steps_per_second": 400.0, "steps_lost": lost, "steps_repeated": 0,
                        "journal_gaps": 0, "runs_with_wrong_steps": 0},
@@ -78,15 +79,17 @@ def _scaled(workers: int, steps_per_second: float, *, lost: int = 0) -> dict:
 
 
 def test_the_table_says_ok_under_the_bars():
-    printed = "\n".join(fleet_table(_results()))
+    printed = "\n".join(fleet_table(_results(fanout_p99=40.0)))
     motion_row = next(line for line in printed.splitlines() if "LISTEN/NOTIFY" in line)
     tail_row = next(line for line in printed.splitlines() if "live tail" in line)
-    assert "| ok |" in motion_row and "| ok |" in tail_row
+    fanout_row = next(line for line in printed.splitlines() if "| fan-out |" in line)
+    assert "| ok |" in motion_row and "| ok |" in tail_row and "| p99 < 50 | ok |" in fanout_row
 
 
 def test_the_table_says_by_how_much_a_bar_is_missed():
-    printed = "\n".join(fleet_table(_results(motion_p99=150.0, tail_p99=125.0)))
-    assert "MISSED by 50.0 ms (1.5x)" in printed and "MISSED by 75.0 ms (2.5x)" in printed
+    printed = "\n".join(fleet_table(_results(motion_p99=150.0, tail_p99=50.0, fanout_p99=125.0)))
+    assert "MISSED by 50.0 ms (1.5x)" in printed and "MISSED by 30.0 ms (2.5x)" in printed
+    assert "MISSED by 75.0 ms (2.5x)" in printed
 
 
 def test_the_table_names_what_a_fan_out_did_not_deliver():
