@@ -16,6 +16,7 @@ from runs.models import Run
 from runs.stores.streams import DatabaseStreamStateStore
 from runs.wire.followers import FrameKind, follow_open, part_json
 from runs.wire.groups import run_stream_group
+from runs.wire.writer import JournalWriter
 from tests.runs.wire.test_live_tail import (  # noqa: F401 (fixtures)
     delta, follow, group_joins, journal_reads, running, until, writer_of,
 )
@@ -107,41 +108,36 @@ def test_a_tails_kept_texts_go_with_its_parts(running):
     assert tail.texts[3] == part_json(delta("3"))
 
 
-def test_the_followers_of_a_run_share_their_reads_of_its_end(running, owner, journal_reads):
+def _the_leg_ends_with(part: dict, owner, *, before_the_end=lambda: None) -> list[list]:
+    """FOLLOWERS followers of r1 wait on its tail; then ``part`` is written, the leg ends, the run completes and
+    the end is notified (``before_the_end`` runs just before the part is written). Each follower's frames."""
     writer = writer_of()
     frames: list[list] = [[] for _ in range(FOLLOWERS)]
 
     async def scenario():
         tasks = [asyncio.create_task(follow(owner, frames=mine)) for mine in frames]
         await until(lambda: _waiting_on_the_tail("r1") == FOLLOWERS, seconds=60)
-        journal_reads.clear()
-        writer.source.parts.append(delta("a"))
+        before_the_end()
+        writer.source.parts.append(part)
         await sync_to_async(writer.end_leg_sync)()
         await sync_to_async(Run.objects.filter(run_id="r1").update)(status="completed")
         await writer.notify(end=True)  # every follower must hear the end from the database
         await asyncio.wait_for(asyncio.gather(*tasks), 20)
 
     asyncio.run(scenario())
+    return frames
+
+
+def test_the_followers_of_a_run_share_their_reads_of_its_end(running, owner, journal_reads):
+    frames = _the_leg_ends_with(delta("a"), owner, before_the_end=journal_reads.clear)
     assert all([frame.kind for frame in mine] == [FrameKind.PART, FrameKind.DONE] for mine in frames)
     # Woken by one notification, every follower may share a read begun after it was heard: one of each.
     assert sorted(journal_reads) == [("page", 0), ("state",)]
 
 
 def test_a_part_the_followers_read_from_the_journal_is_encoded_once_for_them_all(running, owner, encodes):
-    writer = writer_of()
-    frames: list[list] = [[] for _ in range(FOLLOWERS)]
-
-    async def scenario():
-        tasks = [asyncio.create_task(follow(owner, frames=mine)) for mine in frames]
-        await until(lambda: _waiting_on_the_tail("r1") == FOLLOWERS, seconds=60)
-        writer.source.parts.append(big)
-        await sync_to_async(writer.end_leg_sync)()
-        await sync_to_async(Run.objects.filter(run_id="r1").update)(status="completed")
-        await writer.notify(end=True)  # too big to carry: every follower reads the part from the journal
-        await asyncio.wait_for(asyncio.gather(*tasks), 20)
-
-    big = delta("x" * (writer.NOTIFY_MAX_CHARS + 1))
-    asyncio.run(scenario())
+    big = delta("x" * (JournalWriter.NOTIFY_MAX_CHARS + 1))  # too big to carry: every follower reads it
+    frames = _the_leg_ends_with(big, owner)
     first = frames[0][0].json
     assert first == part_json(big) and all(mine[0].json is first for mine in frames)
     assert encodes == [big]  # by the read the followers share, not once per follower
