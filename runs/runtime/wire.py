@@ -215,7 +215,8 @@ async def follow_journal_batches(
             if page.parts:
                 cursor = page.parts[-1][0]
             if page.has_more:
-                yield batch
+                if batch:
+                    yield batch
                 continue
             if not producer.is_active:
                 # No leg is queued or running: the turn ended (with its sentinel, unless a leg died after its last

@@ -283,7 +283,7 @@ class Follow:
                                                  yield_idle=True, carried=listener.carried)
                 async for items in batches:
                     yield [self._frame(item) for item in items]
-                    if items[-1] == DONE:
+                    if items and items[-1] == DONE:
                         return
         except asyncio.CancelledError:
             raise
@@ -325,6 +325,7 @@ class Follow:
 
     async def read(self, after: int) -> JournalPage:
         listener = self._listener
+        self._page_texts = {}  # the last page's frames are made: its texts are not kept while the follower waits
         if listener is not None and (page := listener.live_page(after)) is not None:
             return page
         (page, self._page_texts), _ = await self._shared(_read_page, self.run_id, after, fresh_after=self._fresh_after)

@@ -90,3 +90,55 @@ def test_a_write_after_the_connection_is_being_closed_is_left_to_twisted(connect
     server.disconnecting = True
     server.write(b"late")
     assert _received(peer) == b"" and reactor.writers == {server}
+
+
+def test_a_write_after_an_abort_is_dropped_as_twisted_drops_it(connection):
+    server, peer, reactor = connection
+    server._aborting = True  # abortConnection's mark until connectionLost runs on the next pass
+    server.write(b"after the abort")
+    assert _received(peer) == b""
+
+
+class _PullProducer:
+    """A producer Twisted asks for more only once a buffered write has gone (resumeProducing, from doWrite)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def resumeProducing(self) -> None:
+        self.asked += 1
+
+    def stopProducing(self) -> None:
+        pass
+
+
+def test_a_pull_producers_writes_stay_buffered_so_it_is_asked_for_more(connection):
+    server, peer, reactor = connection
+    producer = _PullProducer()
+    server.registerProducer(producer, False)  # asked once at once, as Twisted does
+    server.write(b"chunk 1")
+    assert reactor.writers == {server} and _received(peer) == b""
+    server.doWrite()  # the socket is writable: the chunk goes and the producer is asked for the next
+    assert _received(peer) == b"chunk 1" and producer.asked == 2
+
+
+def test_a_peer_gone_is_still_found_by_the_buffered_write(connection):
+    server, peer, reactor = connection
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # close with a reset
+    peer.close()
+    server.write(b"x" * 100)  # the send fails: kept for Twisted's write, which reports the loss
+    server.write(b"y" * 100)
+    assert reactor.writers == {server}
+    assert isinstance(server.doWrite(), BaseException)  # ConnectionLost: the reactor then calls connectionLost
+
+
+def test_nagle_is_off_so_a_head_and_a_body_sent_apart_do_not_wait_for_an_ack():
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    accepted, address = listener.accept()
+    server = PromptServer(accepted, protocol.Protocol(), address, None, 1, _Reactor())
+    try:
+        assert server.socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        for sock in (accepted, client, listener):
+            sock.close()
