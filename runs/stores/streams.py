@@ -115,9 +115,14 @@ class DatabaseStreamStateStore:
     # ------------------------------------------------------------------- reads
 
     def read_sync(self, stream_id: str, after: int = -1, limit: int = 1000) -> JournalPage:
+        return self.read_texts_sync(stream_id, after, limit)[0]
+
+    def read_texts_sync(self, stream_id: str, after: int = -1, limit: int = 1000) -> tuple[JournalPage, dict[int, str]]:
+        """``read_sync``, and each part's plain JSON text as the journal holds it (``part_decode_plain``), for a
+        wire that sends the text as it is rather than encoding the part again."""
         run_pk = Run.objects.filter(run_id=stream_id).values_list("pk", flat=True).first()
         if run_pk is None:
-            return JournalPage(parts=[], last_seq=-1, is_closed=False)
+            return JournalPage(parts=[], last_seq=-1, is_closed=False), {}
         rows = list(
             JournalEntry.objects.filter(run_id=run_pk, is_sentinel=False, seq__gt=after)
             .order_by("seq")
@@ -127,12 +132,14 @@ class DatabaseStreamStateStore:
         sentinel = (
             JournalEntry.objects.filter(run_id=run_pk, is_sentinel=True).order_by("-id").values_list("seq", flat=True).first()
         )
-        return JournalPage(
-            parts=[(seq, part_decode(part)) for seq, part in rows[:limit]],
+        decoded = [(seq, *part_decode_plain(text)) for seq, text in rows[:limit]]
+        page = JournalPage(
+            parts=[(seq, part) for seq, part, _ in decoded],
             last_seq=last,
             is_closed=sentinel is not None and sentinel == last,
             has_more=len(rows) > limit,
         )
+        return page, {seq: plain for seq, _, plain in decoded}
 
 
 def part_decode(text: str) -> StreamPart:

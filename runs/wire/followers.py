@@ -366,10 +366,15 @@ class FollowResponse(StreamingHttpResponse):
 
 
 def _read_page(run_id: str, after: int) -> tuple[JournalPage, dict[int, tuple[StreamPart, str]]]:
-    """A page of the journal, with each part's JSON text (``part_json``): encoded once by the read, which every
-    follower of the run may share, not by each follower that replays it."""
+    """A page of the journal, with each part's JSON text (``part_json``'s): the journal's own text when the store
+    gives it (runs.stores.streams), else encoded once by the read, which every follower of the run may share,
+    never by each follower that replays it."""
     # On a thread with no event loop, so the store's read answers at once (runs.runtime.wire.StreamStateStore).
-    page = _journal_store().read(run_id, after=after, limit=_PAGE)
+    store = _journal_store()
+    if (read_texts := getattr(store, "read_texts_sync", None)) is not None:
+        page, texts = read_texts(run_id, after, _PAGE)
+        return page, {seq: (part, texts[seq]) for seq, part in page.parts}
+    page = store.read(run_id, after=after, limit=_PAGE)
     return page, {seq: (part, part_json(part)) for seq, part in page.parts}
 
 

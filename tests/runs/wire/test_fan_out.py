@@ -1,5 +1,6 @@
 """Fan-out without a cost per follower (issue 25): a part that came with a journal notification is encoded for the
-wire once per process, its JSON text shared by every follower of the run that may see it as it is; a follower
+wire once per process, its JSON text shared by every follower of the run that may see it as it is, and a part read
+from the journal is sent as the journal's text, read once for every follower that shares the read; a follower
 who may not see an approval's token gets a text of its own, without it."""
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def test_every_follower_sends_the_same_text_of_a_live_part(running, owner):
     assert all(mine[0].json is first for mine in frames)
 
 
-def test_a_part_read_from_the_journal_is_encoded_for_its_follower(running, owner, encodes):
+def test_a_part_read_from_the_journal_is_sent_as_the_journal_holds_it(running, owner, encodes):
     writer = writer_of(delta("before"))
     writer.flush_sync()  # written before the follower came, never notified: its follower reads it from the journal
 
@@ -87,7 +88,7 @@ def test_a_part_read_from_the_journal_is_encoded_for_its_follower(running, owner
         return mine
 
     (frame,) = asyncio.run(scenario())
-    assert frame.json == part_json(delta("before")) and encodes == [delta("before")]
+    assert frame.json == part_json(delta("before")) and encodes == []  # the journal's text: not encoded again
 
 
 def test_a_follower_who_may_not_decide_never_gets_the_shared_text_with_the_token(running, owner, reviewer):
@@ -135,12 +136,12 @@ def test_the_followers_of_a_run_share_their_reads_of_its_end(running, owner, jou
     assert sorted(journal_reads) == [("page", 0), ("state",)]
 
 
-def test_a_part_the_followers_read_from_the_journal_is_encoded_once_for_them_all(running, owner, encodes):
+def test_a_part_the_followers_read_from_the_journal_is_one_text_for_them_all(running, owner, encodes):
     big = delta("x" * (JournalWriter.NOTIFY_MAX_CHARS + 1))  # too big to carry: every follower reads it
     frames = _the_leg_ends_with(big, owner)
     first = frames[0][0].json
     assert first == part_json(big) and all(mine[0].json is first for mine in frames)
-    assert encodes == [big]  # by the read the followers share, not once per follower
+    assert encodes == []  # the shared read's journal text, not an encode per follower
 
 
 async def _follow_slowly(owner, frames: list, pause: float) -> None:

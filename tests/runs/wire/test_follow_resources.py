@@ -247,6 +247,7 @@ def _failing_reads(monkeypatch, error: Exception) -> None:
         raise error
 
     monkeypatch.setattr(DatabaseStreamStateStore, "read_sync", read_sync)
+    monkeypatch.setattr(DatabaseStreamStateStore, "read_texts_sync", read_sync)  # the followers' read
 
 
 def _events(user, run_id: str) -> list[dict]:
